@@ -1,0 +1,24 @@
+//! The executable specification of bitparity's ops (shared/SPEC.md).
+//!
+//! - [`case`]: each op's typed input, its validation and its outputs.
+//! - [`order`] and [`profile`]: numeric profiles as data (reduction orders).
+//! - [`num`]: the value types the one generic implementation of each op runs on:
+//!   plain `f32` (the profile oracle), [`num::Bounded`] (f32 plus a rigorous
+//!   running error bound) and [`mpfr::Exact`] (MPFR plus its own bound).
+//! - [`profile_oracle`]: each op written once, generic over [`num::Num`].
+//! - [`mpfr`]: the exact result, its correct f32 rounding, and the gradient check.
+//!
+//! Pure CPU, no GPU, no proptest: usable without the rest of bitparity.
+
+pub mod case;
+pub mod mpfr;
+pub mod num;
+pub mod order;
+pub mod profile;
+pub mod profile_oracle;
+
+/// Bitwise equality of two f32 results as SPEC section 2 defines it: bits must
+/// match (the sign of zero counts), except that any NaN matches any NaN.
+pub fn same_bits(a: f32, b: f32) -> bool {
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+}

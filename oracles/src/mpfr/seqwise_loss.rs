@@ -1,0 +1,317 @@
+//! The exact `seqwise_loss` (forward, backward) and the gradient check.
+
+use super::{correctly_rounded, with_precision, Exact, MAX_PREC, START_PREC};
+use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
+use crate::num::Num;
+use crate::profile::seqwise_loss::SeqwiseProfile;
+use crate::profile_oracle::seqwise_loss::{backward_on, forward_on, Decisions, Run};
+use rug::float::Round;
+use rug::Float;
+use std::cmp::Ordering;
+
+/// An exact result, the precision it took, and each output's correctly
+/// rounded f32 (`None`: undetermined at [`MAX_PREC`]).
+#[derive(Clone, Debug)]
+pub struct ExactResult<T> {
+    pub run: Run<T>,
+    pub prec: u32,
+    pub undetermined: usize,
+}
+
+/// Ziv's loop over a whole computation: double the precision until every
+/// output's f32 rounding is settled (see the module docs of [`super`]).
+fn ziv<T>(compute: impl Fn() -> Run<T>, outputs: impl Fn(&T) -> Vec<&Exact>) -> ExactResult<T> {
+    let mut prec = START_PREC;
+    loop {
+        let run = with_precision(prec, &compute);
+        let undetermined = outputs(&run.out).into_iter().filter(|x| correctly_rounded(x).is_none()).count();
+        if undetermined == 0 || prec >= MAX_PREC {
+            return ExactResult { run, prec, undetermined };
+        }
+        prec *= 2;
+    }
+}
+
+/// The exact forward. Sums are exact or nearly (their order is irrelevant,
+/// so the serial profile's code is used); `imposed` are the decisions of the
+/// profile being judged (SPEC section 2), or `None` for the exact ones.
+pub fn exact_forward(case: &SeqwiseCase, imposed: Option<&Decisions>) -> ExactResult<SeqwiseForward<Exact>> {
+    let serial = SeqwiseProfile::serial();
+    ziv(
+        || forward_on::<Exact>(case, &serial, imposed),
+        |f| std::iter::once(&f.raw).chain(&f.freq).collect(),
+    )
+}
+
+/// The exact backward (see [`exact_forward`]).
+pub fn exact_backward(case: &SeqwiseCase, imposed: Option<&Decisions>) -> ExactResult<SeqwiseBackward<Exact>> {
+    let serial = SeqwiseProfile::serial();
+    ziv(|| backward_on::<Exact>(case, &serial, imposed), |b| b.grad.iter().collect())
+}
+
+/// Outcome of the gradient check on one case.
+#[derive(Clone, Debug, Default)]
+pub struct GradientCheck {
+    /// Entries where the analytic derivative was compared with the difference quotient.
+    pub checked: usize,
+    /// Entries skipped because a decision (the clamp, the gate, the top-k map)
+    /// changes within the step.
+    pub kinks: usize,
+    /// Entries of rows holding NaN or Inf, or with g non-finite: no derivative.
+    pub nonfinite: usize,
+    /// (t, k, analytic, difference quotient) where they disagree.
+    pub failures: Vec<(usize, usize, f64, f64)>,
+}
+
+/// Precision of the finite differences (bits). The step is 2^-100 of the
+/// row's largest magnitude, so s +- h is exact at this precision and the
+/// quotient's rounding noise (2^-512 / 2^-100) stays far below its
+/// truncation error.
+pub const FD_PREC: u32 = 512;
+
+/// Checks the analytic derivative (the exact backward, on exact decisions)
+/// against central finite differences of the exact forward, entry (t, k)
+/// for each pair of `entries`.
+///
+/// Criterion, with D(h) the central difference quotient and A the analytic
+/// value: |D(h/2) - A| <= |D(h) - D(h/2)| + the rigorous rounding bounds of
+/// all three. For a smooth function D(h) - A = c h^2 + O(h^4), so the left
+/// side is about |c| h^2 / 4 and the right about 3 |c| h^2 / 4: a right
+/// derivative passes with a margin of 3, a wrong one fails by a factor near
+/// 2^200. No tolerance constant is involved.
+pub fn check_gradient(case: &SeqwiseCase, entries: &[(usize, usize)]) -> GradientCheck {
+    with_precision(FD_PREC, || check_gradient_at(case, entries))
+}
+
+fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> GradientCheck {
+    let mut out = GradientCheck::default();
+    let serial = SeqwiseProfile::serial();
+    let fwd = forward_on::<Exact>(case, &serial, None).out;
+    let analytic = backward_on::<Exact>(case, &serial, None).out;
+    let g = Exact::input(case.g);
+    let a: Vec<Exact> = fwd.freq.iter().map(|f| g.mul(f)).collect();
+    let map = case.routing_map();
+    let provided = matches!(case.objective, Objective::ProvidedMap { .. });
+    for &(t, k) in entries {
+        if case.is_padding(t) {
+            continue;
+        }
+        let row = case.row(t);
+        if !case.g.is_finite() || row.iter().any(|s| !s.is_finite()) {
+            out.nonfinite += 1;
+            continue;
+        }
+        let max = row.iter().fold(0f32, |m, s| m.max(s.abs()));
+        let h = if max == 0.0 { Float::with_val(FD_PREC, -250f64).exp2() } else {
+            Float::with_val(FD_PREC, max) >> 100u32
+        };
+        if is_kink(case, t, k, &h, &map[t * case.e..(t + 1) * case.e], provided) {
+            out.kinks += 1;
+            continue;
+        }
+        let quotient = |step: &Float| -> Exact {
+            let plus = row_objective(row, k, step, &a, provided);
+            let minus = row_objective(row, k, &Float::with_val(FD_PREC, -step), &a, provided);
+            let two_h = Exact { v: Float::with_val(FD_PREC, step * 2u32), err: 0.0 };
+            plus.add(&minus.neg()).div(&two_h)
+        };
+        let d1 = quotient(&h);
+        let d2 = quotient(&Float::with_val(FD_PREC, &h >> 1u32));
+        let am = &analytic.grad[t * case.e + k];
+        let lhs = Float::with_val(FD_PREC, &d2.v - &am.v).abs();
+        let spread = Float::with_val(FD_PREC, &d1.v - &d2.v).abs();
+        let slack = d1.err + d2.err + am.err;
+        let rhs = spread + Float::with_val(64, slack) * (1.0 + 1e-9);
+        if lhs > rhs {
+            out.failures.push((t, k, am.v.to_f64(), d2.v.to_f64()));
+        }
+        out.checked += 1;
+    }
+    out
+}
+
+/// g * (row t's contribution to raw) with s_tk moved by `step`: the function
+/// whose derivative the backward claims to be.
+fn row_objective(row: &[f32], k: usize, step: &Float, a: &[Exact], provided: bool) -> Exact {
+    let s: Vec<Exact> = row
+        .iter()
+        .enumerate()
+        .map(|(e, &x)| {
+            let mut v = Exact::input(x);
+            if e == k {
+                v = Exact { v: Float::with_val_round(FD_PREC, &v.v + step, Round::Nearest).0, err: 0.0 };
+            }
+            v
+        })
+        .collect();
+    let serial = crate::order::ReductionOrder::Serial;
+    let d = if provided {
+        let n = serial.reduce(&s.iter().map(Num::abs).collect::<Vec<_>>());
+        if n.cmp_f32(EPS) == Some(Ordering::Less) { Exact::input(EPS) } else { n }
+    } else {
+        serial.reduce(&s).add(&Exact::input(EPS2))
+    };
+    let terms: Vec<Exact> = s.iter().zip(a).map(|(x, a_e)| a_e.mul(&x.div(&d))).collect();
+    serial.reduce(&terms)
+}
+
+/// Whether moving s_tk by up to h can change a decision: the clamp or gate
+/// of n_t against eps, or (top-k) the selection of k against a value within h.
+fn is_kink(case: &SeqwiseCase, t: usize, k: usize, h: &Float, selected: &[bool], provided: bool) -> bool {
+    let row = case.row(t);
+    if provided {
+        let n = row.iter().fold(Float::with_val(FD_PREC, 0), |acc, s| acc + s.abs());
+        let dist = Float::with_val(FD_PREC, &n - EPS).abs();
+        return dist <= *h;
+    }
+    let sk = Float::with_val(FD_PREC, row[k]);
+    row.iter().enumerate().any(|(j, &sj)| {
+        j != k && selected[j] != selected[k] && Float::with_val(FD_PREC, &sk - sj).abs() <= *h
+    })
+}
+
+/// Entries for the gradient check: every one of a small case, else up to
+/// `max` spread over the case (first and last rows and experts included).
+pub fn gradient_entries(case: &SeqwiseCase, max: usize) -> Vec<(usize, usize)> {
+    let all = case.t * case.e;
+    if all <= max {
+        return (0..all).map(|i| (i / case.e, i % case.e)).collect();
+    }
+    let mut v: Vec<(usize, usize)> = (0..max).map(|i| {
+        let flat = i * (all - 1) / (max - 1).max(1);
+        (flat / case.e, flat % case.e)
+    }).collect();
+    v.dedup();
+    v
+}
+
+/// Accuracy of one output group: how many outputs were judged, how many
+/// were outside their bound, unbounded, and the worst |error| / bound.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Accuracy {
+    pub judged: usize,
+    pub outside: Vec<String>,
+    pub unbounded: usize,
+    pub worst_ratio: f64,
+    pub near_ties: usize,
+}
+
+impl Accuracy {
+    fn add(&mut self, what: impl FnOnce() -> String, computed: f32, bound: f64, exact: &Exact) {
+        use super::Verdict::*;
+        self.judged += 1;
+        match super::judge(computed, bound, exact) {
+            Within { ratio } => self.worst_ratio = self.worst_ratio.max(ratio),
+            Outside { ratio } => {
+                self.worst_ratio = self.worst_ratio.max(ratio);
+                self.outside.push(format!(
+                    "{}: computed {:e}, exact {:e}, bound {:e}",
+                    what(),
+                    computed,
+                    exact.v.to_f64(),
+                    bound
+                ));
+            }
+            Unbounded => self.unbounded += 1,
+        }
+    }
+}
+
+/// The profile's forward (run with its running error bound) against the
+/// exact forward on the profile's decisions: raw and every f_e; counts must
+/// be equal.
+pub fn forward_accuracy(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Accuracy {
+    let bounded = forward_on::<crate::num::Bounded>(case, profile, None);
+    let exact = exact_forward(case, Some(&bounded.decisions));
+    let (b, x) = (&bounded.out, &exact.run.out);
+    let mut acc = Accuracy { near_ties: exact.run.near_ties, ..Default::default() };
+    if b.counts != x.counts {
+        acc.outside.push(format!("counts {:?} != exact {:?}", b.counts, x.counts));
+    }
+    acc.add(|| "raw".into(), b.raw.x, b.raw.err, &x.raw);
+    for (e, (bf, xf)) in b.freq.iter().zip(&x.freq).enumerate() {
+        acc.add(|| format!("f[{e}]"), bf.x, bf.err, xf);
+    }
+    acc
+}
+
+/// The profile's backward against the exact backward on the profile's
+/// decisions, every entry.
+pub fn backward_accuracy(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Accuracy {
+    let bounded = backward_on::<crate::num::Bounded>(case, profile, None);
+    let exact = exact_backward(case, Some(&bounded.decisions));
+    let mut acc = Accuracy { near_ties: exact.run.near_ties, ..Default::default() };
+    for (i, (b, x)) in bounded.out.grad.iter().zip(&exact.run.out.grad).enumerate() {
+        acc.add(|| format!("grad[{}][{}]", i / case.e, i % case.e), b.x, b.err, x);
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::seqwise_loss::ClampTie;
+
+    fn sample_case(objective: Objective) -> SeqwiseCase {
+        let scores = vec![0.9, 0.1, 0.4, 0.3, 0.05, 0.7, 0.2, 0.6, 0.33, 0.25, 0.125, 0.8];
+        let mut c = SeqwiseCase::dense(3, 4, scores, objective);
+        c.g = 0.75;
+        c
+    }
+
+    #[test]
+    fn both_profiles_are_within_their_bounds() {
+        for obj in [Objective::UnbiasedTopK { k: 2 }, Objective::ProvidedMap { map: vec![true, false, false, true, false, true, true, false, true, true, false, false] }] {
+            let c = sample_case(obj);
+            for p in SeqwiseProfile::all() {
+                let f = forward_accuracy(&c, &p);
+                assert!(f.outside.is_empty(), "{:?}", f.outside);
+                assert!(f.worst_ratio > 0.0, "rounding happened, so some error is nonzero");
+                let b = backward_accuracy(&c, &p);
+                assert!(b.outside.is_empty(), "{:?}", b.outside);
+            }
+        }
+    }
+
+    #[test]
+    fn analytic_gradient_matches_finite_differences() {
+        for obj in [Objective::UnbiasedTopK { k: 2 }, Objective::ProvidedMap { map: vec![true; 12] }] {
+            let c = sample_case(obj);
+            let r = check_gradient(&c, &gradient_entries(&c, 100));
+            assert_eq!(r.checked, 12);
+            assert!(r.failures.is_empty(), "{:?}", r.failures);
+        }
+    }
+
+    #[test]
+    fn a_wrong_derivative_fails_the_check() {
+        // Perturb the analytic side by checking against another case's
+        // gradient: the criterion must reject it.
+        let c = sample_case(Objective::UnbiasedTopK { k: 2 });
+        let mut other = c.clone();
+        other.g = 0.5;
+        let fd = check_gradient(&c, &[(0, 0)]);
+        assert!(fd.failures.is_empty());
+        let serial = SeqwiseProfile::serial();
+        let a = with_precision(FD_PREC, || backward_on::<Exact>(&other, &serial, None).out.grad[0].v.to_f64());
+        let b = with_precision(FD_PREC, || backward_on::<Exact>(&c, &serial, None).out.grad[0].v.to_f64());
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn clamp_tie_rows_are_kinks() {
+        let mut c = SeqwiseCase::dense(1, 2, vec![EPS / 2.0, EPS / 2.0], Objective::ProvidedMap { map: vec![true, false] });
+        c.clamp_tie = ClampTie::Inclusive;
+        let r = check_gradient(&c, &gradient_entries(&c, 10));
+        assert_eq!(r.kinks, 2);
+        assert_eq!(r.checked, 0);
+    }
+
+    #[test]
+    fn exact_forward_rounds_correctly() {
+        let c = sample_case(Objective::UnbiasedTopK { k: 2 });
+        let x = exact_forward(&c, None);
+        assert_eq!(x.undetermined, 0);
+        assert_eq!(x.prec, START_PREC);
+    }
+}

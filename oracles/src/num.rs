@@ -1,0 +1,199 @@
+//! Value types for the generic op implementations.
+//!
+//! Every op is written once (see [`crate::profile_oracle`]) against [`Num`].
+//! Running it on `f32` gives the profile oracle's bits; on [`Bounded`] the same
+//! bits plus a rigorous bound on their distance from the exact value (running
+//! error analysis, SPEC section 2); on [`crate::mpfr::Exact`] the exact value.
+
+use std::cmp::Ordering;
+
+/// Unit roundoff of f32, u = 2^-24.
+pub const U_F32: f64 = 1.0 / 16_777_216.0;
+/// 2^-150: below the normal range, the rounding error of a product or a
+/// quotient is absolute (half the smallest subnormal), not relative.
+pub const ETA_F32: f64 = 7.006_492_321_624_085e-46;
+
+/// Arithmetic as the profile executes it: each operation rounds once.
+pub trait Num: Clone + std::fmt::Debug {
+    /// An exact input value.
+    fn input(x: f32) -> Self;
+    /// +0.0, exact.
+    fn zero() -> Self {
+        Self::input(0.0)
+    }
+    fn add(&self, y: &Self) -> Self;
+    fn mul(&self, y: &Self) -> Self;
+    fn div(&self, y: &Self) -> Self;
+    fn neg(&self) -> Self;
+    fn abs(&self) -> Self;
+    /// Compares the value of this type (the f32 for f32 and Bounded, the exact
+    /// value for Exact) with an f32 constant; `None` when the value is NaN.
+    fn cmp_f32(&self, c: f32) -> Option<Ordering>;
+    /// The f32 this value stands for (its rounding, for the exact type).
+    fn to_f32(&self) -> f32;
+}
+
+impl Num for f32 {
+    fn input(x: f32) -> Self {
+        x
+    }
+    fn add(&self, y: &Self) -> Self {
+        self + y
+    }
+    fn mul(&self, y: &Self) -> Self {
+        self * y
+    }
+    fn div(&self, y: &Self) -> Self {
+        self / y
+    }
+    fn neg(&self) -> Self {
+        -self
+    }
+    fn abs(&self) -> Self {
+        f32::abs(*self)
+    }
+    fn cmp_f32(&self, c: f32) -> Option<Ordering> {
+        self.partial_cmp(&c)
+    }
+    fn to_f32(&self) -> f32 {
+        *self
+    }
+}
+
+/// An f32 result `x` with a rigorous bound `err >= |x - exact|`, where exact is
+/// the real-number value of the same expression on the same inputs (taking the
+/// same discrete decisions). The bound is kept in f64 and every operation on it
+/// is rounded upward (`next_up` after round-to-nearest), so the bound itself is
+/// never too small. `err` is +inf when no finite bound holds (overflow, NaN, a
+/// quotient whose denominator's bound reaches zero).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounded {
+    pub x: f32,
+    pub err: f64,
+}
+
+/// a + b rounded upward (a, b >= 0).
+pub fn add_up(a: f64, b: f64) -> f64 {
+    let s = a + b;
+    if s == 0.0 {
+        s
+    } else {
+        s.next_up()
+    }
+}
+/// a * b rounded upward (a, b >= 0).
+pub fn mul_up(a: f64, b: f64) -> f64 {
+    let p = a * b;
+    if p == 0.0 && (a == 0.0 || b == 0.0) {
+        0.0
+    } else {
+        p.next_up()
+    }
+}
+/// a / b rounded upward (a >= 0, b > 0).
+pub fn div_up(a: f64, b: f64) -> f64 {
+    let q = a / b;
+    if a == 0.0 {
+        0.0
+    } else {
+        q.next_up()
+    }
+}
+/// a - b rounded downward.
+pub fn sub_down(a: f64, b: f64) -> f64 {
+    (a - b).next_down()
+}
+
+impl Bounded {
+    /// The rounding error of producing `z` from an exact real result: u|z| in
+    /// the standard model, plus eta for products and quotients (absolute error
+    /// below the normal range). Non-finite results have no finite bound.
+    fn rounding(z: f32, with_eta: bool) -> f64 {
+        if !z.is_finite() {
+            return f64::INFINITY;
+        }
+        let r = mul_up(U_F32, z.abs() as f64);
+        if with_eta {
+            add_up(r, ETA_F32)
+        } else {
+            r
+        }
+    }
+    fn finite_or_inf(z: f32, err: f64) -> f64 {
+        if z.is_finite() && err.is_finite() {
+            err
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+impl Num for Bounded {
+    fn input(x: f32) -> Self {
+        Bounded { x, err: if x.is_finite() { 0.0 } else { f64::INFINITY } }
+    }
+    fn add(&self, y: &Self) -> Self {
+        let z = self.x + y.x;
+        // A sum that lands in the subnormal range (or is zero) is exact.
+        let round = if z.abs() < f32::MIN_POSITIVE { 0.0 } else { Self::rounding(z, false) };
+        let err = add_up(add_up(self.err, y.err), round);
+        Bounded { x: z, err: Self::finite_or_inf(z, err) }
+    }
+    fn mul(&self, y: &Self) -> Self {
+        let z = self.x * y.x;
+        let (ax, ay) = (self.x.abs() as f64, y.x.abs() as f64);
+        let prop = add_up(add_up(mul_up(ax, y.err), mul_up(ay, self.err)), mul_up(self.err, y.err));
+        let err = add_up(prop, Self::rounding(z, true));
+        Bounded { x: z, err: Self::finite_or_inf(z, err) }
+    }
+    fn div(&self, y: &Self) -> Self {
+        let z = self.x / y.x;
+        let ay = y.x.abs() as f64;
+        if !(ay > y.err) {
+            return Bounded { x: z, err: f64::INFINITY };
+        }
+        let az = z.abs() as f64;
+        let num = add_up(self.err, mul_up(mul_up(1.0 + U_F32, az), y.err));
+        let err = add_up(div_up(num, sub_down(ay, y.err)), Self::rounding(z, true));
+        Bounded { x: z, err: Self::finite_or_inf(z, err) }
+    }
+    fn neg(&self) -> Self {
+        Bounded { x: -self.x, err: self.err }
+    }
+    fn abs(&self) -> Self {
+        Bounded { x: self.x.abs(), err: self.err }
+    }
+    fn cmp_f32(&self, c: f32) -> Option<Ordering> {
+        self.x.partial_cmp(&c)
+    }
+    fn to_f32(&self) -> f32 {
+        self.x
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_add_covers_rounding() {
+        let a = Bounded::input(1.0);
+        let b = Bounded::input(f32::EPSILON / 4.0);
+        let s = a.add(&b);
+        assert_eq!(s.x, 1.0);
+        let exact = 1.0f64 + (f32::EPSILON / 4.0) as f64;
+        assert!((s.x as f64 - exact).abs() <= s.err);
+    }
+
+    #[test]
+    fn bounded_div_by_uncertain_zero_is_unbounded() {
+        let y = Bounded { x: 1e-30, err: 1e-29 };
+        assert!(Bounded::input(1.0).div(&y).err.is_infinite());
+    }
+
+    #[test]
+    fn bounded_overflow_is_unbounded() {
+        let big = Bounded::input(f32::MAX);
+        assert!(big.add(&big).err.is_infinite());
+    }
+}

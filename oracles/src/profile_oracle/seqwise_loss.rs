@@ -1,0 +1,227 @@
+//! `seqwise_loss` forward and backward, exactly as SPEC section 3 associates
+//! each formula, with every sum in the order its profile names.
+
+use crate::case::seqwise_loss::{
+    ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2,
+};
+use crate::num::Num;
+use crate::profile::seqwise_loss::SeqwiseProfile;
+use std::cmp::Ordering;
+
+/// The discrete decisions the profile takes on computed values, per row
+/// (ProvidedMap only; the top-k is decided on exact inputs and needs none).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Decisions {
+    /// d_t = max(n_t, eps) took n_t (true; also when n_t is NaN) or eps.
+    pub keep_norm: Vec<bool>,
+    /// The backward's gradient gate on n_t.
+    pub gate: Vec<bool>,
+}
+
+/// A result with the decisions taken and how many rows' own decisions (on
+/// this value type's n_t) disagreed with the imposed ones: `decision-near-tie`.
+#[derive(Clone, Debug)]
+pub struct Run<T> {
+    pub out: T,
+    pub decisions: Decisions,
+    pub near_ties: usize,
+}
+
+/// The profile oracle: forward in plain f32.
+pub fn forward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> SeqwiseForward<f32> {
+    forward_on::<f32>(case, profile, None).out
+}
+
+/// The profile oracle: backward in plain f32.
+pub fn backward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> SeqwiseBackward<f32> {
+    backward_on::<f32>(case, profile, None).out
+}
+
+/// Per-row denominators: d_t (ProvidedMap) or D_t (UnbiasedTopK), with the
+/// decisions taken for each row. Padding rows get +0.0 and are never read.
+struct Denominators<N> {
+    d: Vec<N>,
+    decisions: Decisions,
+    near_ties: usize,
+}
+
+fn denominators<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    imposed: Option<&Decisions>,
+) -> Denominators<N> {
+    let mut d = Vec::with_capacity(case.t);
+    let mut decisions = Decisions { keep_norm: vec![true; case.t], gate: vec![true; case.t] };
+    let mut near_ties = 0;
+    let provided = matches!(case.objective, Objective::ProvidedMap { .. });
+    for t in 0..case.t {
+        if case.is_padding(t) {
+            d.push(N::zero());
+            continue;
+        }
+        let row: Vec<N> = case.row(t).iter().map(|&s| N::input(s)).collect();
+        if !provided {
+            let sum = profile.row.reduce(&row);
+            d.push(sum.add(&N::input(EPS2)));
+            continue;
+        }
+        let abs: Vec<N> = row.iter().map(N::abs).collect();
+        let n = profile.row.reduce(&abs);
+        let cmp = n.cmp_f32(EPS);
+        // max(n, eps) with NaN propagating: eps only where n < eps.
+        let own_keep = cmp != Some(Ordering::Less);
+        let own_gate = match case.clamp_tie {
+            ClampTie::Strict => cmp == Some(Ordering::Greater),
+            ClampTie::Inclusive => matches!(cmp, Some(Ordering::Greater | Ordering::Equal)),
+        };
+        let (keep, gate) = match imposed {
+            Some(dec) => (dec.keep_norm[t], dec.gate[t]),
+            None => (own_keep, own_gate),
+        };
+        if (keep, gate) != (own_keep, own_gate) {
+            near_ties += 1;
+        }
+        decisions.keep_norm[t] = keep;
+        decisions.gate[t] = gate;
+        d.push(if keep { n } else { N::input(EPS) });
+    }
+    Denominators { d, decisions, near_ties }
+}
+
+/// Counts (exact integers) and f_e = (c_e / max(C, eps)) * E.
+fn frequencies<N: Num>(case: &SeqwiseCase) -> (Vec<u32>, Vec<N>) {
+    let map = case.routing_map();
+    let mut counts = vec![0u32; case.e];
+    for row in map.chunks(case.e) {
+        for (c, &m) in counts.iter_mut().zip(row) {
+            *c += m as u32;
+        }
+    }
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    // C <= 2^24 (validated), so `as f32` is exact.
+    let denom = N::input(if total == 0 { EPS } else { total as f32 });
+    let experts = N::input(case.e as f32);
+    let freq = counts.iter().map(|&c| N::input(c as f32).div(&denom).mul(&experts)).collect();
+    (counts, freq)
+}
+
+/// Forward on any value type. `imposed` replaces the decisions the value type
+/// would take (the exact oracle takes the profile's).
+pub fn forward_on<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    imposed: Option<&Decisions>,
+) -> Run<SeqwiseForward<N>> {
+    let (counts, freq) = frequencies::<N>(case);
+    let den = denominators::<N>(case, profile, imposed);
+    let (t_n, e_n) = (case.t, case.e);
+    // p stored expert-major so each P_e reduces a contiguous column.
+    let mut p = vec![N::zero(); t_n * e_n];
+    for t in 0..t_n {
+        if case.is_padding(t) {
+            continue;
+        }
+        for (e, &s) in case.row(t).iter().enumerate() {
+            p[e * t_n + t] = N::input(s).div(&den.d[t]);
+        }
+    }
+    let terms: Vec<N> = (0..e_n)
+        .map(|e| freq[e].mul(&profile.tokens.reduce(&p[e * t_n..(e + 1) * t_n])))
+        .collect();
+    let raw = profile.raw.reduce(&terms);
+    Run {
+        out: SeqwiseForward { raw, counts, freq },
+        decisions: den.decisions,
+        near_ties: den.near_ties,
+    }
+}
+
+/// sgn(s): +1, -1, +0.0 for either zero (PyTorch's (0 < x) - (x < 0)), NaN
+/// for NaN.
+pub fn sgn(s: f32) -> f32 {
+    if s.is_nan() {
+        f32::NAN
+    } else if s > 0.0 {
+        1.0
+    } else if s < 0.0 {
+        -1.0
+    } else {
+        0.0
+    }
+}
+
+/// Backward on any value type (see [`forward_on`] for `imposed`).
+pub fn backward_on<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    imposed: Option<&Decisions>,
+) -> Run<SeqwiseBackward<N>> {
+    let (_, freq) = frequencies::<N>(case);
+    let g = N::input(case.g);
+    let a: Vec<N> = freq.iter().map(|f| g.mul(f)).collect();
+    let den = denominators::<N>(case, profile, imposed);
+    let provided = matches!(case.objective, Objective::ProvidedMap { .. });
+    let mut grad = vec![N::zero(); case.t * case.e];
+    for t in 0..case.t {
+        if case.is_padding(t) {
+            continue;
+        }
+        let d = &den.d[t];
+        let row = case.row(t);
+        let terms: Vec<N> =
+            row.iter().zip(&a).map(|(&s, a_e)| a_e.mul(&N::input(s).div(d).div(d)).neg()).collect();
+        let q = profile.q.reduce(&terms);
+        let out = &mut grad[t * case.e..(t + 1) * case.e];
+        for ((g_tk, &s), a_k) in out.iter_mut().zip(row).zip(&a) {
+            let first = a_k.div(d);
+            *g_tk = if provided {
+                let r = if den.decisions.gate[t] { q.clone() } else { N::zero() };
+                first.add(&N::input(sgn(s)).mul(&r))
+            } else {
+                first.add(&q)
+            };
+        }
+    }
+    Run { out: SeqwiseBackward { grad }, decisions: den.decisions, near_ties: den.near_ties }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::seqwise_loss::Objective;
+
+    #[test]
+    fn uniform_rows_give_raw_one() {
+        // 4 tokens, 4 experts, every score 0.25, top-2: P_e = 1 (4 rows of
+        // 0.25/1), c = (4,4,0,0), f = (2,2,0,0): raw = 4. Derived by hand.
+        let c = SeqwiseCase::dense(4, 4, vec![0.25; 16], Objective::UnbiasedTopK { k: 2 });
+        for p in SeqwiseProfile::all() {
+            let f = forward(&c, &p);
+            assert_eq!(f.counts, vec![4, 4, 0, 0]);
+            assert_eq!(f.freq, vec![2.0, 2.0, 0.0, 0.0]);
+            assert_eq!(f.raw, 4.0, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn padding_rows_get_positive_zero_gradient() {
+        let mut c = SeqwiseCase::dense(2, 2, vec![0.5, 0.5, f32::NAN, -1.0], Objective::UnbiasedTopK { k: 1 });
+        c.padding = Some(vec![false, true]);
+        let b = backward(&c, &SeqwiseProfile::serial());
+        assert_eq!(b.grad[2].to_bits(), 0);
+        assert_eq!(b.grad[3].to_bits(), 0);
+        assert!(b.grad[0].is_finite());
+    }
+
+    #[test]
+    fn gate_follows_the_clamp_tie() {
+        // One row whose L1 norm is exactly eps: Strict closes the gate,
+        // Inclusive opens it, so only Inclusive has a q term.
+        let map = Objective::ProvidedMap { map: vec![true, false] };
+        let mut c = SeqwiseCase::dense(1, 2, vec![EPS / 2.0, -EPS / 2.0], map);
+        let strict = backward(&c, &SeqwiseProfile::serial()).grad;
+        c.clamp_tie = ClampTie::Inclusive;
+        let inclusive = backward(&c, &SeqwiseProfile::serial()).grad;
+        assert_ne!(strict[0].to_bits(), inclusive[0].to_bits());
+    }
+}
