@@ -1,1 +1,10 @@
+//! bitparity: property-based and differential testing of GPU numeric kernels.
+//!
+//! A case is generated once ([`gen`]), every [`subject`] computes on it, every
+//! property ([`props`]) judges the outputs against the oracles of the
+//! [`oracles`] crate. Failures are shrunk and kept as values in the
+//! [`corpus`].
 
+pub mod subject;
+
+pub use oracles;

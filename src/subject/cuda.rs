@@ -1,0 +1,1 @@
+//! The CUDA subject (kernels/seqwise_loss.cu through cudarc and NVRTC).
