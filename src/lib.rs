@@ -5,6 +5,7 @@
 //! [`oracles`] crate. Failures are shrunk and kept as values in the
 //! [`corpus`].
 
+pub mod gen;
 pub mod subject;
 
 pub use oracles;

@@ -1,0 +1,706 @@
+//! Adversarial `seqwise_loss` cases (SPEC section 7).
+//!
+//! A case is built row by row from a menu of row kinds (sigmoid-like, signed,
+//! subnormal, zeros, saturated, clamp ties, top-k ties, near-ties, cancelling
+//! rows, non-finite values), on an adversarial shape and layout. Which classes
+//! a case exercises is read off its values by [`classify`], not taken from
+//! how it was made, so a shrunk or imported case is tagged truthfully too.
+//!
+//! [`SeqwiseStrategy`] is a proptest `Strategy`; its `ValueTree` shrinks with
+//! [`shrink_candidates`]: drop rows, drop experts (k and the map kept
+//! consistent), drop padding and layout, simplify values toward 0, 1 and
+//! short binary fractions.
+
+use oracles::case::seqwise_loss::{
+    ClampTie, Layout, Objective, SeqwiseCase, EPS, MAX_OFFSET,
+};
+use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_LANES, GPU_TOKEN_CHUNK};
+use proptest::prelude::{Rng, RngExt};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::TestRunner;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The adversarial classes of SPEC section 7, plus the objective and clamp
+/// tie of the case (so a report shows both were tried).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// T in {1, 2, 3}.
+    TinyT,
+    /// T = n-1, n or n+1 for a power of two n >= 4 or a chunk size of the GPU profile.
+    TEdge,
+    /// E odd (1, 3, 129, 257 and the like).
+    OddE,
+    /// E prime.
+    PrimeE,
+    /// E not a multiple of 4.
+    EUnaligned,
+    /// UnbiasedTopK with k = 1.
+    KOne,
+    /// UnbiasedTopK with k = E.
+    KAll,
+    /// Element offset 1, 2 or 3.
+    Offset,
+    /// Row stride > E.
+    RowStride,
+    /// Negative scores in valid rows.
+    Signed,
+    /// Subnormal or tiny (< 2^-100) non-zero scores in valid rows.
+    Subnormal,
+    /// -0.0 among the valid scores.
+    SignedZero,
+    /// Saturated sigmoid values (1.0 or 1 - 2^-24) in valid rows.
+    Saturated,
+    /// A valid ProvidedMap row whose L1 norm, in a shipped profile's order,
+    /// is eps or one ulp from it.
+    ClampTie,
+    /// A valid top-k row tied at the k-th place, or all equal.
+    TopkTie,
+    /// A valid top-k row whose k-th and (k+1)-th values are one ulp apart.
+    NearTie,
+    /// A valid row whose sum cancels: |sum| < 2^-10 sum |s|.
+    Cancel,
+    /// Every row is padding.
+    AllPadding,
+    /// A padding row holding NaN or Inf.
+    PoisonedPadding,
+    /// NaN or Inf in a valid row.
+    NonFiniteValid,
+    /// g = 0.
+    GZero,
+    /// g = +-1.
+    GUnit,
+    /// 0 < |g| < 2^-100.
+    GTiny,
+    /// |g| > 2^100.
+    GHuge,
+    ProvidedMap,
+    UnbiasedTopK,
+    Strict,
+    Inclusive,
+}
+
+impl Class {
+    pub const ALL: [Class; 28] = [
+        Class::TinyT, Class::TEdge, Class::OddE, Class::PrimeE, Class::EUnaligned, Class::KOne,
+        Class::KAll, Class::Offset, Class::RowStride, Class::Signed, Class::Subnormal,
+        Class::SignedZero, Class::Saturated, Class::ClampTie, Class::TopkTie, Class::NearTie,
+        Class::Cancel, Class::AllPadding, Class::PoisonedPadding, Class::NonFiniteValid,
+        Class::GZero, Class::GUnit, Class::GTiny, Class::GHuge, Class::ProvidedMap,
+        Class::UnbiasedTopK, Class::Strict, Class::Inclusive,
+    ];
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from));
+        f.write_str(s.as_deref().unwrap_or("?"))
+    }
+}
+
+/// Sizes of generated cases.
+///
+/// Each knob documents its default and the environment variable that
+/// overrides it (read by [`GenConfig::from_env`]).
+#[derive(Clone, Debug)]
+pub struct GenConfig {
+    /// Largest T x E of a case. Default 4096; `BITPARITY_MAX_TE`. The MPFR
+    /// properties cost about T x E x 30 MPFR operations a case.
+    pub max_te: usize,
+    /// Largest E. Default 257; `BITPARITY_MAX_E`.
+    pub max_e: usize,
+    /// Largest T. Default 1100 (past the 1024 power of two and several
+    /// 64-token chunks); `BITPARITY_MAX_T`.
+    pub max_t: usize,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig { max_te: 4096, max_e: 257, max_t: 1100 }
+    }
+}
+
+impl GenConfig {
+    pub fn from_env() -> Self {
+        let d = GenConfig::default();
+        let get = |k: &str, v: usize| std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(v);
+        GenConfig {
+            max_te: get("BITPARITY_MAX_TE", d.max_te),
+            max_e: get("BITPARITY_MAX_E", d.max_e),
+            max_t: get("BITPARITY_MAX_T", d.max_t),
+        }
+    }
+}
+
+/// Small Es that matter: 1, primes, odd, around warp multiples, not multiples of 4.
+const INTERESTING_E: [usize; 20] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 31, 32, 33, 63, 64, 65, 129, 256, 257];
+
+fn pick<T: Copy, R: Rng + ?Sized>(rng: &mut R, xs: &[T]) -> T {
+    xs[rng.random_range(0..xs.len())]
+}
+
+/// T values next to the edges of the GPU profile and powers of two.
+fn edge_t(max_t: usize) -> Vec<usize> {
+    let mut ns: Vec<usize> = (2..=16).map(|b| 1usize << b).collect();
+    ns.extend([GPU_TOKEN_CHUNK, GPU_LANES, 2 * GPU_TOKEN_CHUNK]);
+    let mut v: Vec<usize> = ns.iter().flat_map(|&n| [n - 1, n, n + 1]).filter(|&t| t <= max_t).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usize) {
+    let e = if rng.random_bool(0.75) {
+        pick(rng, &INTERESTING_E)
+    } else {
+        rng.random_range(1..=cfg.max_e.max(1))
+    }
+    .min(cfg.max_e.max(1));
+    let cap = (cfg.max_te / e).clamp(1, cfg.max_t.max(1));
+    let t = match rng.random_range(0..10) {
+        0..=3 => rng.random_range(1..=3),
+        4..=6 => {
+            let edges: Vec<usize> = edge_t(cap);
+            if edges.is_empty() { 1 } else { pick(rng, &edges) }
+        }
+        _ => rng.random_range(1..=cap.min(200)),
+    };
+    (t.min(cap).max(1), e)
+}
+
+/// A random f32 of either sign across the whole exponent range (subnormals,
+/// huge values), mantissa random.
+fn wide<R: Rng + ?Sized>(rng: &mut R, min_exp: i32, max_exp: i32) -> f32 {
+    let exp = rng.random_range(min_exp..=max_exp);
+    let m: f32 = 1.0 + rng.random::<u32>() as f32 / 4_294_967_296.0;
+    let x = (m as f64 * 2f64.powi(exp)) as f32;
+    if rng.random_bool(0.5) { -x } else { x }
+}
+
+fn sigmoid_like<R: Rng + ?Sized>(rng: &mut R) -> f32 {
+    // A random f32 in (0, 1), also near the ends.
+    match rng.random_range(0..8) {
+        0 => 1.0 - rng.random_range(1..16) as f32 * f32::EPSILON / 2.0,
+        1 => wide(rng, -30, -1).abs(),
+        _ => (rng.random::<u32>() >> 8) as f32 / 16_777_216.0,
+    }
+}
+
+/// The kinds of row the generator writes.
+#[derive(Clone, Copy, Debug)]
+enum RowKind {
+    Sigmoid,
+    Signed,
+    Wide,
+    Subnormal,
+    Zeros,
+    Saturated,
+    ClampTie,
+    TopkTie,
+    AllEqual,
+    NearTie,
+    Cancel,
+    NonFinite,
+}
+
+const ROW_KINDS: [RowKind; 12] = [
+    RowKind::Sigmoid, RowKind::Signed, RowKind::Wide, RowKind::Subnormal, RowKind::Zeros,
+    RowKind::Saturated, RowKind::ClampTie, RowKind::TopkTie, RowKind::AllEqual, RowKind::NearTie,
+    RowKind::Cancel, RowKind::NonFinite,
+];
+
+fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, e: usize, k: usize) -> Vec<f32> {
+    let mut row: Vec<f32> = (0..e).map(|_| sigmoid_like(rng)).collect();
+    match kind {
+        RowKind::Sigmoid => {}
+        RowKind::Signed => row.iter_mut().for_each(|x| *x = (*x - 0.5) * 4.0),
+        RowKind::Wide => row.iter_mut().for_each(|x| *x = wide(rng, -149, 100)),
+        RowKind::Subnormal => row.iter_mut().for_each(|x| {
+            *x = match rng.random_range(0..3) {
+                0 => f32::from_bits(rng.random_range(1..0x0080_0000)) * if rng.random_bool(0.3) { -1.0 } else { 1.0 },
+                1 => wide(rng, -126, -100),
+                _ => *x,
+            }
+        }),
+        RowKind::Zeros => row.iter_mut().for_each(|x| {
+            *x = match rng.random_range(0..3) {
+                0 => 0.0,
+                1 => -0.0,
+                _ => *x,
+            }
+        }),
+        RowKind::Saturated => row.iter_mut().for_each(|x| {
+            *x = pick(rng, &[0.0, 1.0, 1.0 - f32::EPSILON / 2.0, f32::EPSILON / 2.0, *x])
+        }),
+        RowKind::ClampTie => {
+            // L1 norm exactly eps or one ulp off, in every summation order:
+            // at most two non-zero magnitudes a + b = target, both exact.
+            let target = pick(rng, &[EPS, EPS, f32::from_bits(EPS.to_bits() - 1), f32::from_bits(EPS.to_bits() + 1)]);
+            row.iter_mut().for_each(|x| *x = if rng.random_bool(0.5) { 0.0 } else { -0.0 });
+            let i = rng.random_range(0..e);
+            let split = e > 1 && rng.random_bool(0.6);
+            let b = if split { f32::from_bits(rng.random_range(1..(target.to_bits() - 0x0400_0000))) } else { 0.0 };
+            let b = if target - b + b == target && target - b > 0.0 { b } else { 0.0 };
+            let sign = |r: &mut R| if r.random_bool(0.5) { -1.0f32 } else { 1.0 };
+            row[i] = (target - b) * sign(rng);
+            if b != 0.0 {
+                let j = (i + rng.random_range(1..e)) % e;
+                row[j] = b * sign(rng);
+            }
+        }
+        RowKind::TopkTie | RowKind::NearTie => {
+            // The (k+1)-th largest made equal to (or one ulp below) the k-th.
+            if k < e {
+                let mut idx: Vec<usize> = (0..e).collect();
+                idx.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+                let kth = row[idx[k - 1]];
+                let tie = if matches!(kind, RowKind::TopkTie) { kth } else { f32::from_bits(kth.to_bits() - 1) };
+                // Put the tied value on either side of the k-th index.
+                let j = idx[rng.random_range(k..e)];
+                row[j] = tie;
+            } else if e > 1 {
+                let v = row[0];
+                row[1] = v;
+            }
+        }
+        RowKind::AllEqual => {
+            let v = pick(rng, &[row[0], 0.0, 1.0, 0.125]);
+            row.fill(v);
+        }
+        RowKind::Cancel => {
+            // Large terms that cancel, plus small ones; sometimes the row sum
+            // is exactly -eps2 so that D_t = sum + eps2 is zero.
+            if e >= 2 {
+                let big = wide(rng, 10, 60).abs();
+                let i = rng.random_range(0..e);
+                let j = (i + rng.random_range(1..e)) % e;
+                row[i] = big;
+                row[j] = -big;
+                if rng.random_bool(0.3) {
+                    row.iter_mut().enumerate().filter(|(n, _)| *n != i && *n != j).for_each(|(_, x)| *x = 0.0);
+                    if e >= 3 {
+                        let m = (0..e).find(|n| *n != i && *n != j).unwrap_or(0);
+                        row[m] = -oracles::case::seqwise_loss::EPS2;
+                    }
+                }
+            } else {
+                row[0] = -0.0;
+            }
+        }
+        RowKind::NonFinite => {
+            for _ in 0..rng.random_range(1..=2) {
+                let i = rng.random_range(0..e);
+                row[i] = pick(rng, &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::from_bits(0xffc0_1234)]);
+            }
+        }
+    }
+    row
+}
+
+/// One adversarial case, from any RNG (proptest's, or a fuzzer's bytes
+/// through proptest's pass-through RNG).
+pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SeqwiseCase {
+    let (t, e) = generate_shape(rng, cfg);
+    let k = match rng.random_range(0..6) {
+        0 => 1,
+        1 => e,
+        _ => pick(rng, &[1, 2, 6, 8]).min(e),
+    };
+    let provided = rng.random_bool(0.5);
+    // Each case mixes a few row kinds so that one case meets several classes.
+    let kinds: Vec<RowKind> = (0..rng.random_range(1..=3)).map(|_| pick(rng, &ROW_KINDS)).collect();
+    let mut scores = Vec::with_capacity(t * e);
+    for _ in 0..t {
+        let kind = if rng.random_bool(0.25) { RowKind::Sigmoid } else { pick(rng, &kinds) };
+        scores.extend(generate_row(rng, kind, e, k));
+    }
+    let objective = if provided {
+        let density = pick(rng, &[0.0, 0.1, 0.5, 1.0, k as f64 / e as f64]);
+        Objective::ProvidedMap { map: (0..t * e).map(|_| rng.random_bool(density)).collect() }
+    } else {
+        Objective::UnbiasedTopK { k }
+    };
+    let padding = match rng.random_range(0..10) {
+        0..=5 => None,
+        6 => Some(vec![true; t]),
+        _ => Some((0..t).map(|_| rng.random_bool(0.3)).collect()),
+    };
+    if let Some(p) = &padding {
+        if rng.random_bool(0.6) {
+            for (row, _) in scores.chunks_mut(e).zip(p).filter(|(_, &pad)| pad) {
+                for x in row.iter_mut() {
+                    if rng.random_bool(0.5) {
+                        *x = pick(rng, &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -f32::NAN]);
+                    }
+                }
+            }
+        }
+    }
+    let layout = Layout {
+        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
+        row_stride: if rng.random_bool(0.5) { e + rng.random_range(1..=5) } else { e },
+    };
+    let g = match rng.random_range(0..10) {
+        0 => 0.0,
+        1 => pick(rng, &[1.0, -1.0]),
+        2 => wide(rng, -149, -101),
+        3 => wide(rng, 101, 127),
+        _ => wide(rng, -3, 3),
+    };
+    SeqwiseCase {
+        t,
+        e,
+        layout,
+        scores,
+        padding,
+        objective,
+        clamp_tie: if rng.random_bool(0.5) { ClampTie::Strict } else { ClampTie::Inclusive },
+        g,
+    }
+}
+
+fn is_prime(n: usize) -> bool {
+    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+}
+
+/// The classes a (valid) case exercises, read off its values.
+pub fn classify(case: &SeqwiseCase) -> BTreeSet<Class> {
+    let mut c = BTreeSet::new();
+    let (t, e) = (case.t, case.e);
+    let mut add = |cond: bool, class: Class| {
+        if cond {
+            c.insert(class);
+        }
+    };
+    add(t <= 3, Class::TinyT);
+    add(edge_t(usize::MAX).contains(&t) && t > 3, Class::TEdge);
+    add(e % 2 == 1, Class::OddE);
+    add(is_prime(e), Class::PrimeE);
+    add(e % 4 != 0, Class::EUnaligned);
+    add(case.layout.offset != 0, Class::Offset);
+    add(case.layout.row_stride > e, Class::RowStride);
+    add(case.g == 0.0, Class::GZero);
+    add(case.g.abs() == 1.0, Class::GUnit);
+    add(case.g != 0.0 && case.g.abs() < 2f32.powi(-100), Class::GTiny);
+    add(case.g.abs() > 2f32.powi(100), Class::GHuge);
+    add(case.clamp_tie == ClampTie::Strict, Class::Strict);
+    add(case.clamp_tie == ClampTie::Inclusive, Class::Inclusive);
+    let padding: Vec<bool> = (0..t).map(|r| case.is_padding(r)).collect();
+    add(padding.iter().all(|&p| p), Class::AllPadding);
+    let k = match &case.objective {
+        Objective::ProvidedMap { .. } => {
+            add(true, Class::ProvidedMap);
+            None
+        }
+        Objective::UnbiasedTopK { k } => {
+            add(true, Class::UnbiasedTopK);
+            add(*k == 1, Class::KOne);
+            add(*k == e, Class::KAll);
+            Some(*k)
+        }
+    };
+    let profiles = SeqwiseProfile::all();
+    for r in 0..t {
+        let row = case.row(r);
+        if padding[r] {
+            add(row.iter().any(|x| !x.is_finite()), Class::PoisonedPadding);
+            continue;
+        }
+        add(row.iter().any(|&x| x < 0.0), Class::Signed);
+        add(row.iter().any(|&x| x != 0.0 && x.abs() < 2f32.powi(-100)), Class::Subnormal);
+        add(row.iter().any(|&x| x == 0.0 && x.is_sign_negative()), Class::SignedZero);
+        add(row.iter().any(|&x| x == 1.0 || x == 1.0 - f32::EPSILON / 2.0), Class::Saturated);
+        add(row.iter().any(|x| !x.is_finite()), Class::NonFiniteValid);
+        let abs_sum: f64 = row.iter().map(|x| x.abs() as f64).sum();
+        let sum: f64 = row.iter().map(|&x| x as f64).sum();
+        add(abs_sum.is_finite() && abs_sum > 0.0 && sum.abs() < abs_sum / 1024.0, Class::Cancel);
+        match k {
+            None => {
+                let abs: Vec<f32> = row.iter().map(|x| x.abs()).collect();
+                let near_eps = |n: f32| n.is_finite() && (n.to_bits() as i64 - EPS.to_bits() as i64).abs() <= 1;
+                add(profiles.iter().any(|p| near_eps(p.row.reduce(&abs))), Class::ClampTie);
+            }
+            Some(k) => {
+                let mut sorted: Vec<f32> = row.to_vec();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                let all_equal = row.iter().all(|&x| x == row[0]) && e > 1;
+                if k < e {
+                    let (a, b) = (sorted[k - 1], sorted[k]);
+                    add(a == b || all_equal, Class::TopkTie);
+                    add(a.is_finite() && b.is_finite() && a != b && (a.to_bits() as i64 - b.to_bits() as i64).abs() == 1, Class::NearTie);
+                } else {
+                    add(all_equal, Class::TopkTie);
+                }
+            }
+        }
+    }
+    c
+}
+
+/// Strictly smaller or simpler variants of a case, most aggressive first:
+/// halve and drop rows, drop experts, drop padding and layout, then simplify
+/// values. Every candidate is valid.
+pub fn shrink_candidates(case: &SeqwiseCase) -> Vec<SeqwiseCase> {
+    let mut out = Vec::new();
+    let (t, e) = (case.t, case.e);
+    // Rows: keep the first or second half, then drop each row.
+    if t > 1 {
+        out.push(keep_rows(case, &(0..t / 2).collect::<Vec<_>>()));
+        out.push(keep_rows(case, &(t / 2..t).collect::<Vec<_>>()));
+        for r in 0..t.min(64) {
+            out.push(keep_rows(case, &(0..t).filter(|&x| x != r).collect::<Vec<_>>()));
+        }
+    }
+    // Experts: halves, then each one.
+    if e > 1 {
+        out.push(keep_experts(case, &(0..e / 2).collect::<Vec<_>>()));
+        out.push(keep_experts(case, &(e / 2..e).collect::<Vec<_>>()));
+        for x in 0..e.min(64) {
+            out.push(keep_experts(case, &(0..e).filter(|&y| y != x).collect::<Vec<_>>()));
+        }
+    }
+    // Layout, padding, objective details, g.
+    if case.layout != (Layout { offset: 0, row_stride: e }) {
+        let mut c = case.clone();
+        c.layout = Layout { offset: 0, row_stride: e };
+        out.push(c);
+    }
+    if case.padding.is_some() {
+        let mut c = case.clone();
+        c.padding = None;
+        out.push(c);
+        if let Some(p) = &case.padding {
+            let keep: Vec<usize> = (0..t).filter(|&r| !p[r]).collect();
+            if !keep.is_empty() && keep.len() < t {
+                out.push(keep_rows(case, &keep));
+            }
+        }
+    }
+    if let Objective::UnbiasedTopK { k } = case.objective {
+        if k > 1 {
+            let mut c = case.clone();
+            c.objective = Objective::UnbiasedTopK { k: k - 1 };
+            out.push(c);
+        }
+    }
+    if case.clamp_tie != ClampTie::Strict {
+        let mut c = case.clone();
+        c.clamp_tie = ClampTie::Strict;
+        out.push(c);
+    }
+    for g in [1.0f32, 0.5, 2.0] {
+        if case.g.to_bits() != g.to_bits() && simpler(g, case.g) {
+            let mut c = case.clone();
+            c.g = g;
+            out.push(c);
+        }
+    }
+    // Values: each toward 0, 1, 0.5 and shorter mantissas.
+    for i in 0..case.scores.len().min(256) {
+        let x = case.scores[i];
+        for y in simplifications(x) {
+            let mut c = case.clone();
+            c.scores[i] = y;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Simpler values than x: 0, 1, 0.5, -x toward positive, then x with fewer
+/// mantissa bits.
+fn simplifications(x: f32) -> Vec<f32> {
+    let mut v = Vec::new();
+    for y in [0.0f32, 1.0, 0.5] {
+        if simpler(y, x) {
+            v.push(y);
+        }
+    }
+    if x.is_finite() && x != 0.0 {
+        let bits = x.to_bits();
+        let trailing = (bits & 0x7f_ffff).trailing_zeros().min(23);
+        if trailing < 23 {
+            // Round the mantissa to half as many significant bits.
+            let drop = (23 - trailing).div_ceil(2) + trailing;
+            let mask = !((1u32 << drop) - 1);
+            let y = f32::from_bits(bits & mask);
+            if y.to_bits() != bits {
+                v.push(y);
+            }
+        }
+        if x < 0.0 {
+            v.push(-x);
+        }
+    }
+    v
+}
+
+/// A total "simplicity" order: finite before non-finite, fewer mantissa bits,
+/// smaller magnitude exponent distance from 1.
+fn complexity(x: f32) -> (u32, u32, u32, u32) {
+    if x.is_nan() {
+        return (3, 0, 0, 0);
+    }
+    if x.is_infinite() {
+        return (2, 0, 0, 0);
+    }
+    let bits = x.to_bits();
+    let mant = 24 - (bits & 0x7f_ffff).trailing_zeros().min(23) * (x != 0.0) as u32;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    (if x == 0.0 { 0 } else { 1 }, mant, (exp - 127).unsigned_abs(), bits >> 31)
+}
+
+fn simpler(y: f32, x: f32) -> bool {
+    complexity(y) < complexity(x)
+}
+
+fn keep_rows(case: &SeqwiseCase, rows: &[usize]) -> SeqwiseCase {
+    let e = case.e;
+    let mut c = case.clone();
+    c.t = rows.len();
+    c.scores = rows.iter().flat_map(|&r| case.row(r).to_vec()).collect();
+    c.padding = case.padding.as_ref().map(|p| rows.iter().map(|&r| p[r]).collect());
+    if let Objective::ProvidedMap { map } = &case.objective {
+        c.objective = Objective::ProvidedMap {
+            map: rows.iter().flat_map(|&r| map[r * e..(r + 1) * e].to_vec()).collect(),
+        };
+    }
+    c
+}
+
+fn keep_experts(case: &SeqwiseCase, experts: &[usize]) -> SeqwiseCase {
+    let e2 = experts.len();
+    let mut c = case.clone();
+    c.e = e2;
+    c.scores = (0..case.t).flat_map(|r| experts.iter().map(move |&x| case.scores[r * case.e + x])).collect();
+    c.layout.row_stride = c.layout.row_stride - case.e + e2;
+    c.objective = match &case.objective {
+        Objective::ProvidedMap { map } => Objective::ProvidedMap {
+            map: (0..case.t).flat_map(|r| experts.iter().map(move |&x| map[r * case.e + x])).collect(),
+        },
+        Objective::UnbiasedTopK { k } => Objective::UnbiasedTopK { k: (*k).min(e2) },
+    };
+    c
+}
+
+/// Greedy shrinking: repeatedly take the first candidate that still fails,
+/// until none does or `budget` candidates were tried.
+pub fn shrink(case: &SeqwiseCase, mut fails: impl FnMut(&SeqwiseCase) -> bool, budget: usize) -> SeqwiseCase {
+    let mut current = case.clone();
+    let mut tried = 0;
+    'outer: loop {
+        for cand in shrink_candidates(&current) {
+            if tried >= budget {
+                break 'outer;
+            }
+            tried += 1;
+            if fails(&cand) {
+                current = cand;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    current
+}
+
+/// A proptest strategy for adversarial cases.
+#[derive(Clone, Debug, Default)]
+pub struct SeqwiseStrategy(pub GenConfig);
+
+impl Strategy for SeqwiseStrategy {
+    type Tree = SeqwiseTree;
+    type Value = SeqwiseCase;
+    fn new_tree(&self, runner: &mut TestRunner) -> proptest::strategy::NewTree<Self> {
+        Ok(SeqwiseTree::new(generate(runner.rng(), &self.0)))
+    }
+}
+
+/// The value tree: the last case known to fail, and the candidates of
+/// [`shrink_candidates`] left to try from it.
+pub struct SeqwiseTree {
+    current: SeqwiseCase,
+    candidates: std::vec::IntoIter<SeqwiseCase>,
+    trial: Option<SeqwiseCase>,
+}
+
+impl SeqwiseTree {
+    pub fn new(case: SeqwiseCase) -> Self {
+        let candidates = shrink_candidates(&case).into_iter();
+        SeqwiseTree { current: case, candidates, trial: None }
+    }
+    fn next_trial(&mut self) -> bool {
+        self.trial = self.candidates.next();
+        self.trial.is_some()
+    }
+}
+
+impl ValueTree for SeqwiseTree {
+    type Value = SeqwiseCase;
+    fn current(&self) -> SeqwiseCase {
+        self.trial.clone().unwrap_or_else(|| self.current.clone())
+    }
+    fn simplify(&mut self) -> bool {
+        // The last trial still failed: it becomes the case to shrink from.
+        if let Some(t) = self.trial.take() {
+            self.candidates = shrink_candidates(&t).into_iter();
+            self.current = t;
+        }
+        self.next_trial()
+    }
+    fn complicate(&mut self) -> bool {
+        // The last trial passed: drop it and try the next candidate.
+        self.next_trial()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::test_runner::{Config, TestRng, RngAlgorithm};
+
+    #[test]
+    fn generated_cases_are_valid() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let cfg = GenConfig::default();
+        for _ in 0..2000 {
+            let c = generate(&mut rng, &cfg);
+            assert_eq!(c.validate(), Ok(()), "{c:?}");
+            assert!(c.t * c.e <= cfg.max_te);
+            for s in shrink_candidates(&c) {
+                assert_eq!(s.validate(), Ok(()));
+            }
+        }
+    }
+
+    #[test]
+    fn every_class_is_reached() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let mut seen = BTreeSet::new();
+        for _ in 0..3000 {
+            seen.extend(classify(&generate(&mut rng, &GenConfig::default())));
+        }
+        let missing: Vec<_> = Class::ALL.iter().filter(|c| !seen.contains(c)).collect();
+        assert!(missing.is_empty(), "never generated: {missing:?}");
+    }
+
+    #[test]
+    fn shrinking_reaches_a_minimal_case() {
+        // A property that fails whenever a row holds a value > 0.7: the
+        // minimal failing case is 1 x 1 with the value 1.0.
+        let mut runner = TestRunner::new(Config { failure_persistence: None, ..Config::default() });
+        let r = runner.run(&SeqwiseStrategy::default(), |c| {
+            proptest::prop_assert!(c.scores.iter().all(|&x| !(x > 0.7)));
+            Ok(())
+        });
+        match r {
+            Err(proptest::test_runner::TestError::Fail(_, c)) => {
+                assert_eq!((c.t, c.e), (1, 1), "{c:?}");
+                assert_eq!(c.scores, vec![1.0]);
+            }
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+}
