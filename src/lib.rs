@@ -6,6 +6,7 @@
 //! [`corpus`].
 
 pub mod gen;
+pub mod props;
 pub mod subject;
 
 pub use oracles;

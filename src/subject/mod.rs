@@ -51,3 +51,4 @@ impl SeqwiseSubject for ProfileOracle {
 }
 
 pub mod cuda;
+pub mod planted;

@@ -217,34 +217,73 @@ impl Accuracy {
     }
 }
 
-/// The profile's forward (run with its running error bound) against the
-/// exact forward on the profile's decisions: raw and every f_e; counts must
-/// be equal.
-pub fn forward_accuracy(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Accuracy {
-    let bounded = forward_on::<crate::num::Bounded>(case, profile, None);
-    let exact = exact_forward(case, Some(&bounded.decisions));
-    let (b, x) = (&bounded.out, &exact.run.out);
-    let mut acc = Accuracy { near_ties: exact.run.near_ties, ..Default::default() };
-    if b.counts != x.counts {
-        acc.outside.push(format!("counts {:?} != exact {:?}", b.counts, x.counts));
-    }
-    acc.add(|| "raw".into(), b.raw.x, b.raw.err, &x.raw);
-    for (e, (bf, xf)) in b.freq.iter().zip(&x.freq).enumerate() {
-        acc.add(|| format!("f[{e}]"), bf.x, bf.err, xf);
-    }
-    acc
+/// What a profile's result is judged against: the profile oracle run with
+/// its running error bound, and the exact result on the profile's decisions.
+pub struct Reference<B, X> {
+    pub bounded: Run<B>,
+    pub exact: ExactResult<X>,
 }
 
-/// The profile's backward against the exact backward on the profile's
-/// decisions, every entry.
-pub fn backward_accuracy(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Accuracy {
-    let bounded = backward_on::<crate::num::Bounded>(case, profile, None);
-    let exact = exact_backward(case, Some(&bounded.decisions));
-    let mut acc = Accuracy { near_ties: exact.run.near_ties, ..Default::default() };
-    for (i, (b, x)) in bounded.out.grad.iter().zip(&exact.run.out.grad).enumerate() {
-        acc.add(|| format!("grad[{}][{}]", i / case.e, i % case.e), b.x, b.err, x);
+pub type ForwardReference = Reference<SeqwiseForward<crate::num::Bounded>, SeqwiseForward<Exact>>;
+pub type BackwardReference = Reference<SeqwiseBackward<crate::num::Bounded>, SeqwiseBackward<Exact>>;
+
+impl ForwardReference {
+    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Self {
+        let bounded = forward_on::<crate::num::Bounded>(case, profile, None);
+        let exact = exact_forward(case, Some(&bounded.decisions));
+        Reference { bounded, exact }
     }
-    acc
+
+    /// The profile oracle's bits (the f32 half of the bounded run).
+    pub fn oracle(&self) -> SeqwiseForward<f32> {
+        let b = &self.bounded.out;
+        SeqwiseForward { raw: b.raw.x, counts: b.counts.clone(), freq: b.freq.iter().map(|f| f.x).collect() }
+    }
+
+    /// `computed` (raw and every f_e) within the profile's bound of the exact
+    /// forward; counts equal.
+    pub fn judge(&self, computed: &SeqwiseForward<f32>) -> Accuracy {
+        let (b, x) = (&self.bounded.out, &self.exact.run.out);
+        let mut acc = Accuracy { near_ties: self.exact.run.near_ties, ..Default::default() };
+        if computed.counts != x.counts {
+            acc.outside.push(format!("counts {:?} != exact {:?}", computed.counts, x.counts));
+        }
+        acc.add(|| "raw".into(), computed.raw, b.raw.err, &x.raw);
+        if computed.freq.len() != x.freq.len() {
+            acc.outside.push(format!("{} frequencies, E = {}", computed.freq.len(), x.freq.len()));
+            return acc;
+        }
+        for (e, ((c, bf), xf)) in computed.freq.iter().zip(&b.freq).zip(&x.freq).enumerate() {
+            acc.add(|| format!("f[{e}]"), *c, bf.err, xf);
+        }
+        acc
+    }
+}
+
+impl BackwardReference {
+    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Self {
+        let bounded = backward_on::<crate::num::Bounded>(case, profile, None);
+        let exact = exact_backward(case, Some(&bounded.decisions));
+        Reference { bounded, exact }
+    }
+
+    pub fn oracle(&self) -> SeqwiseBackward<f32> {
+        SeqwiseBackward { grad: self.bounded.out.grad.iter().map(|g| g.x).collect() }
+    }
+
+    /// Every entry of `computed` within the profile's bound of the exact backward.
+    pub fn judge(&self, computed: &SeqwiseBackward<f32>, e: usize) -> Accuracy {
+        let mut acc = Accuracy { near_ties: self.exact.run.near_ties, ..Default::default() };
+        let (b, x) = (&self.bounded.out.grad, &self.exact.run.out.grad);
+        if computed.grad.len() != x.len() {
+            acc.outside.push(format!("{} gradient entries, T x E = {}", computed.grad.len(), x.len()));
+            return acc;
+        }
+        for (i, ((c, bg), xg)) in computed.grad.iter().zip(b).zip(x).enumerate() {
+            acc.add(|| format!("grad[{}][{}]", i / e, i % e), *c, bg.err, xg);
+        }
+        acc
+    }
 }
 
 #[cfg(test)]
@@ -264,11 +303,19 @@ mod tests {
         for obj in [Objective::UnbiasedTopK { k: 2 }, Objective::ProvidedMap { map: vec![true, false, false, true, false, true, true, false, true, true, false, false] }] {
             let c = sample_case(obj);
             for p in SeqwiseProfile::all() {
-                let f = forward_accuracy(&c, &p);
+                let fr = ForwardReference::new(&c, &p);
+                assert_eq!(fr.oracle(), crate::profile_oracle::seqwise_loss::forward(&c, &p));
+                let f = fr.judge(&fr.oracle());
                 assert!(f.outside.is_empty(), "{:?}", f.outside);
                 assert!(f.worst_ratio > 0.0, "rounding happened, so some error is nonzero");
-                let b = backward_accuracy(&c, &p);
+                let br = BackwardReference::new(&c, &p);
+                assert_eq!(br.oracle(), crate::profile_oracle::seqwise_loss::backward(&c, &p));
+                let b = br.judge(&br.oracle(), c.e);
                 assert!(b.outside.is_empty(), "{:?}", b.outside);
+                // A result off by a few ulps in raw is outside the bound.
+                let mut wrong = fr.oracle();
+                wrong.raw = wrong.raw * (1.0 + 64.0 * f32::EPSILON);
+                assert!(!fr.judge(&wrong).outside.is_empty());
             }
         }
     }
