@@ -1,0 +1,69 @@
+// Shared device helpers of bitparity's kernels.
+//
+// Every floating-point operation that a profile names is written with an
+// explicitly rounded intrinsic (__fadd_rn, __fmul_rn, __fdiv_rn): each is one
+// IEEE operation rounded to nearest even, which the compiler may never fuse
+// into an FMA nor reassociate, whatever the compile flags. The kernels are
+// also compiled with --fmad=false --prec-div=true --ftz=false (see
+// src/subject/cuda.rs), so no other operation is contracted or flushed.
+//
+// Requires sm_80 or newer (__reduce_max_sync / __reduce_min_sync /
+// __reduce_add_sync are integer warp reductions: exact, order-free).
+
+#pragma once
+
+#define BP_WARP 32
+#define BP_FULL_MASK 0xffffffffu
+
+namespace bp {
+
+// One rounding each: the reader sees where every rounding happens.
+__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float div(float a, float b) { return __fdiv_rn(a, b); }
+
+// ReductionOrder::Butterfly over the 32 lanes of a warp: offsets 16, 8, 4, 2, 1,
+// x = x + partner. Lane 0 computes exactly v[0] = v[0] + v[width] of the
+// profile oracle at every step; every other lane computes the same sums with
+// the operands possibly swapped, which IEEE addition makes bitwise identical
+// (NaN payloads aside, and any NaN matches any NaN).
+__device__ __forceinline__ float warp_butterfly(float x) {
+#pragma unroll
+    for (int o = 16; o >= 1; o >>= 1) {
+        x = add(x, __shfl_xor_sync(BP_FULL_MASK, x, o));
+    }
+    return x;
+}
+
+// ReductionOrder::Strided{32, Serial, Butterfly} over values held as
+// x[j] = value of index lane + 32 j (indices >= n absent): each lane sums its
+// indices serially from +0.0, then the butterfly.
+template <int V>
+__device__ __forceinline__ float warp_strided_sum(const float (&x)[V], int lane, int n) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        if (lane + BP_WARP * j < n) acc = add(acc, x[j]);
+    }
+    return warp_butterfly(acc);
+}
+
+// The top-k order as a monotone unsigned key: larger key = selected first.
+// NaN (any sign, any payload) is the largest; -0.0 ranks as +0.0; key 0 is
+// never produced by a float (-inf maps to 0x007fffff), so 0 marks "absent".
+__device__ __forceinline__ unsigned topk_key(float x) {
+    if (x != x) return 0xffffffffu;
+    unsigned b = __float_as_uint(x);
+    if (b == 0x80000000u) b = 0u;
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// sgn(s) as PyTorch's sign: +1, -1, +0.0 for either zero, NaN for NaN.
+__device__ __forceinline__ float sgn(float s) {
+    if (s != s) return s;
+    if (s > 0.0f) return 1.0f;
+    if (s < 0.0f) return -1.0f;
+    return 0.0f;
+}
+
+}  // namespace bp
