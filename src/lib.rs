@@ -5,8 +5,12 @@
 //! [`oracles`] crate. Failures are shrunk and kept as values in the
 //! [`corpus`].
 
+pub mod check;
+pub mod corpus;
 pub mod gen;
 pub mod props;
+pub mod report;
+pub mod selftest;
 pub mod subject;
 
 pub use oracles;

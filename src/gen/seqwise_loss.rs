@@ -450,14 +450,26 @@ pub fn shrink_candidates(case: &SeqwiseCase) -> Vec<SeqwiseCase> {
         out.push(keep_rows(case, &(0..t / 2).collect::<Vec<_>>()));
         out.push(keep_rows(case, &(t / 2..t).collect::<Vec<_>>()));
         for r in 0..t.min(64) {
+            out.push(keep_rows(case, &[r]));
+        }
+        for r in 0..t.min(256) {
             out.push(keep_rows(case, &(0..t).filter(|&x| x != r).collect::<Vec<_>>()));
         }
     }
-    // Experts: halves, then each one.
+    // Experts: halves, small windows of experts, then each one. Windows get
+    // past local minima where dropping any single expert changes C, hence
+    // every f_e, and hides the failure.
     if e > 1 {
         out.push(keep_experts(case, &(0..e / 2).collect::<Vec<_>>()));
         out.push(keep_experts(case, &(e / 2..e).collect::<Vec<_>>()));
-        for x in 0..e.min(64) {
+        for w in [1, 2, 3, 4, 8, 16] {
+            if w * 2 <= e {
+                for start in (0..=e - w).step_by(w.max(1)) {
+                    out.push(keep_experts(case, &(start..start + w).collect::<Vec<_>>()));
+                }
+            }
+        }
+        for x in 0..e {
             out.push(keep_experts(case, &(0..e).filter(|&y| y != x).collect::<Vec<_>>()));
         }
     }
@@ -494,6 +506,16 @@ pub fn shrink_candidates(case: &SeqwiseCase) -> Vec<SeqwiseCase> {
         if case.g.to_bits() != g.to_bits() && simpler(g, case.g) {
             let mut c = case.clone();
             c.g = g;
+            out.push(c);
+        }
+    }
+    // The map: clear one selected entry (fewer counts, a simpler map).
+    if let Objective::ProvidedMap { map } = &case.objective {
+        for i in map.iter().enumerate().filter(|(_, &m)| m).map(|(i, _)| i).take(256) {
+            let mut m = map.clone();
+            m[i] = false;
+            let mut c = case.clone();
+            c.objective = Objective::ProvidedMap { map: m };
             out.push(c);
         }
     }

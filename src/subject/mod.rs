@@ -52,3 +52,62 @@ impl SeqwiseSubject for ProfileOracle {
 
 pub mod cuda;
 pub mod planted;
+
+use std::sync::Arc;
+
+/// The subjects that run here, and the suites that cannot, with the reason.
+pub struct Available {
+    pub subjects: Vec<Arc<dyn SeqwiseSubject>>,
+    /// (subject, reason)
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The correct subjects: the profile oracle and the kernel model of every
+/// shipped profile, and the CUDA kernels where a GPU is found.
+pub fn available() -> Available {
+    let mut subjects: Vec<Arc<dyn SeqwiseSubject>> = Vec::new();
+    for p in SeqwiseProfile::all() {
+        subjects.push(Arc::new(ProfileOracle(p.clone())));
+        subjects.push(Arc::new(planted::KernelModel::new(p)));
+    }
+    let mut skipped = Vec::new();
+    match cuda::probe() {
+        Ok(c) => subjects.push(Arc::new(c)),
+        Err(reason) => skipped.push(("cuda".to_string(), reason)),
+    }
+    Available { subjects, skipped }
+}
+
+/// Subjects by name: `all` (every available one), `oracle:<profile>`,
+/// `model:<profile>`, `cuda`, `bug:<name>`, `bugs` (every planted bug).
+pub fn resolve(name: &str) -> Result<Vec<Arc<dyn SeqwiseSubject>>, String> {
+    let profile = |p: &str| {
+        SeqwiseProfile::by_name(p).ok_or_else(|| {
+            let names: Vec<String> = SeqwiseProfile::all().into_iter().map(|p| p.name).collect();
+            format!("unknown profile {p:?} (known: {})", names.join(", "))
+        })
+    };
+    let one = |s: Arc<dyn SeqwiseSubject>| Ok(vec![s]);
+    match name {
+        "all" => Ok(available().subjects),
+        "bugs" => Ok(planted::KernelModel::all_planted().into_iter().map(|m| Arc::new(m) as Arc<dyn SeqwiseSubject>).collect()),
+        "cuda" => cuda::probe().map(|c| vec![Arc::new(c) as Arc<dyn SeqwiseSubject>]).map_err(|r| format!("cuda: {r}")),
+        _ => {
+            if let Some(p) = name.strip_prefix("oracle:") {
+                one(Arc::new(ProfileOracle(profile(p)?)))
+            } else if let Some(p) = name.strip_prefix("model:") {
+                one(Arc::new(planted::KernelModel::new(profile(p)?)))
+            } else if let Some(b) = name.strip_prefix("bug:") {
+                let bug = planted::Bug::by_name(b).ok_or_else(|| {
+                    let names: Vec<&str> = planted::Bug::ALL.iter().map(|b| b.name()).collect();
+                    format!("unknown planted bug {b:?} (known: {})", names.join(", "))
+                })?;
+                one(Arc::new(planted::KernelModel::planted(bug)))
+            } else {
+                Err(format!(
+                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile> or bug:<name>"
+                ))
+            }
+        }
+    }
+}
