@@ -9,7 +9,6 @@ use crate::subject::SeqwiseSubject;
 use indicatif::{ProgressBar, ProgressStyle};
 use oracles::case::seqwise_loss::SeqwiseCase;
 use proptest::test_runner::{RngAlgorithm, TestRng};
-use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,7 +66,7 @@ pub struct FailureRecord {
     pub subject: String,
     pub profile: String,
     pub message: String,
-    /// Index of the first case that failed.
+    /// Index of the (smallest) case that failed, before shrinking.
     pub case_index: u64,
     pub original_shape: (usize, usize),
     pub shrunk_shape: (usize, usize),
@@ -159,67 +158,69 @@ pub fn run(plan: &CheckPlan) -> Summary {
         ProgressBar::hidden()
     };
     let state = Mutex::new(Summary { seed: plan.seed, skipped: plan.skipped.clone(), ..Default::default() });
-    // First failing case per row: (case index, message).
-    let first_fail: Mutex<BTreeMap<RowKey, (u64, String)>> = Mutex::new(BTreeMap::new());
-    let batch = 32u64;
-    let mut next = 0u64;
-    loop {
-        let end = match max_cases {
-            Some(n) => (next + batch).min(n),
-            None => next + batch,
-        };
-        if next >= end || limit.is_some_and(|l| start.elapsed() >= l) {
-            break;
-        }
-        (next..end).into_par_iter().for_each(|i| {
-            if limit.is_some_and(|l| start.elapsed() >= l) {
-                return;
-            }
-            let case = case_at(plan.seed, i, &plan.gen);
-            let classes = classify(&case);
-            let judged = judge_case(&case, &plan.subjects, &plan.properties);
-            let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-            st.cases += 1;
-            for c in classes {
-                *st.classes.entry(c).or_default() += 1;
-            }
-            let mut near = false;
-            for (key, j) in judged {
-                let row = st.rows.entry(key.clone()).or_default();
-                row.cases += 1;
-                row.near_ties += j.near_ties as u64;
-                row.unbounded += j.unbounded as u64;
-                row.kinks += j.kinks as u64;
-                near |= j.near_ties > 0;
-                if let Some(r) = j.ratio {
-                    row.worst_error_over_bound = Some(row.worst_error_over_bound.unwrap_or(0.0).max(r));
+    // The smallest failing case per row: (case index, T x E, message).
+    let first_fail: Mutex<BTreeMap<RowKey, (u64, usize, String)>> = Mutex::new(BTreeMap::new());
+    // Workers pull case indices from one counter until the case count or
+    // the time budget is reached: no batch waits for its slowest case.
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    let workers = rayon::current_num_threads().max(1);
+    rayon::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|_| loop {
+                if limit.is_some_and(|l| start.elapsed() >= l) {
+                    return;
                 }
-                if let Some(m) = j.failure {
-                    row.failures += 1;
-                    let mut ff = first_fail.lock().unwrap_or_else(|e| e.into_inner());
-                    let e = ff.entry(key).or_insert((i, m.clone()));
-                    if i < e.0 {
-                        *e = (i, m);
+                let i = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if max_cases.is_some_and(|n| i >= n) {
+                    return;
+                }
+                let case = case_at(plan.seed, i, &plan.gen);
+                let classes = classify(&case);
+                let judged = judge_case(&case, &plan.subjects, &plan.properties);
+                let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+                st.cases += 1;
+                for c in classes {
+                    *st.classes.entry(c).or_default() += 1;
+                }
+                let mut near = false;
+                for (key, j) in judged {
+                    let row = st.rows.entry(key.clone()).or_default();
+                    row.cases += 1;
+                    row.near_ties += j.near_ties as u64;
+                    row.unbounded += j.unbounded as u64;
+                    row.kinks += j.kinks as u64;
+                    near |= j.near_ties > 0;
+                    if let Some(r) = j.ratio {
+                        row.worst_error_over_bound = Some(row.worst_error_over_bound.unwrap_or(0.0).max(r));
+                    }
+                    if let Some(m) = j.failure {
+                        row.failures += 1;
+                        let mut ff = first_fail.lock().unwrap_or_else(|e| e.into_inner());
+                        // Keep the smallest failing case (then the earliest):
+                        // the shrinker starts closer to a minimal one.
+                        let size = case.t * case.e;
+                        let e = ff.entry(key).or_insert((i, size, m.clone()));
+                        if (size, i) < (e.1, e.0) {
+                            *e = (i, size, m);
+                        }
                     }
                 }
-            }
-            st.near_tie_cases += near as u64;
-            drop(st);
-            bar.inc(if max_cases.is_some() { 1 } else { 0 });
-        });
-        if max_cases.is_none() {
-            bar.set_position(start.elapsed().as_secs());
+                st.near_tie_cases += near as u64;
+                let fails: u64 = st.rows.values().map(|r| r.failures).sum();
+                let done = st.cases;
+                drop(st);
+                match max_cases {
+                    Some(_) => bar.set_position(done),
+                    None => bar.set_position(start.elapsed().as_secs()),
+                }
+                bar.set_message(format!("{done} cases, {fails} failures"));
+            });
         }
-        let st = state.lock().unwrap_or_else(|e| e.into_inner());
-        let fails: u64 = st.rows.values().map(|r| r.failures).sum();
-        bar.set_message(format!("{} cases, {fails} failures", st.cases));
-        drop(st);
-        next = end;
-    }
+    });
     bar.finish_and_clear();
     let mut summary = state.into_inner().unwrap_or_else(|e| e.into_inner());
     // Shrink the first failure of each row, save it.
-    for (key, (index, message)) in first_fail.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    for (key, (index, _, message)) in first_fail.into_inner().unwrap_or_else(|e| e.into_inner()) {
         let case = case_at(plan.seed, index, &plan.gen);
         if plan.progress {
             eprintln!("shrinking {} / {} (case {index}, T x E = {} x {})...", key.property, key.subject, case.t, case.e);
