@@ -1,0 +1,73 @@
+//! The command line as a user meets it: exit codes, JSON, the corpus round
+//! trip of a planted failure, clear errors on bad input.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bitparity() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bitparity"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bitparity-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn check_passes_and_writes_json() {
+    let dir = tmp("json");
+    let json = dir.join("s.json");
+    let out = bitparity()
+        .args(["check", "--op", "seqwise_loss", "--cases", "40", "--seed", "3", "--quiet", "--no-save", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("conformance") && stdout.contains("passed"));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|r| r["property"] == "accuracy" && r["cases"] == 40 && r["failures"] == 0));
+    for key in ["op", "property", "profile", "subject", "cases", "failures", "worst_error_over_bound"] {
+        assert!(rows[0].get(key).is_some(), "missing {key}");
+    }
+    assert!(v["classes"]["clamp-tie"].is_number());
+    assert!(v["skipped"].is_array());
+}
+
+#[test]
+fn a_planted_failure_goes_to_the_corpus_and_replays() {
+    let dir = tmp("corpus");
+    let out = bitparity()
+        .args(["check", "--subject", "bug:offset-ignored", "--property", "conformance", "--cases", "50", "--seed", "1", "--quiet", "--corpus"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "a planted bug must fail the check");
+    let entries: Vec<_> = std::fs::read_dir(dir.join("seqwise_loss")).unwrap().collect();
+    assert_eq!(entries.len(), 1);
+    // Replaying: correct subjects pass it, the planted bug still fails it.
+    let out = bitparity().arg("replay").arg(&dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("bug:offset-ignored: still fails"), "{stdout}");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let out = bitparity().args(["check", "--subject", "nonsense"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown subject"));
+    let out = bitparity().args(["check", "--cases", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = bitparity().args(["check", "--op", "nope"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown op"));
+    let dir = tmp("garbage");
+    let f = dir.join("x.json");
+    std::fs::write(&f, "{not json").unwrap();
+    let out = bitparity().arg("replay").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a corpus entry"));
+}
