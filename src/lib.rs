@@ -7,7 +7,9 @@
 
 pub mod check;
 pub mod corpus;
+pub mod fuzzing;
 pub mod gen;
+pub mod import;
 pub mod props;
 pub mod report;
 pub mod selftest;

@@ -68,6 +68,22 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Turn a fuzz artifact into a shrunk corpus entry (docs/fuzzing.md).
+    Import {
+        /// The raw input libFuzzer saved (fuzz/artifacts/<target>/crash-...).
+        artifact: PathBuf,
+        /// Subjects to judge it with, comma separated (default:
+        /// $BITPARITY_FUZZ_SUBJECT, else every available correct subject).
+        #[arg(long)]
+        subject: Option<String>,
+        /// The fuzz target that found it: loss_fwd or loss_bwd (default: read
+        /// off the artifact's folder, else both).
+        #[arg(long)]
+        target: Option<String>,
+        /// The corpus the entry is saved to.
+        #[arg(long, default_value = "regressions")]
+        corpus: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -78,6 +94,9 @@ fn main() -> ExitCode {
         }
         Command::Replay { path } => cmd_replay(&path),
         Command::Selftest { json, seed } => cmd_selftest(json, seed),
+        Command::Import { artifact, subject, target, corpus } => {
+            bitparity::import::cmd_import(artifact, subject, target, corpus)
+        }
     }
 }
 

@@ -726,3 +726,55 @@ mod tests {
         }
     }
 }
+
+/// The generator's size limits under fuzzing: the defaults of [`GenConfig`],
+/// fixed (no environment variables), so that an artifact's bytes give the
+/// same case on every machine and in `bitparity import`.
+pub fn fuzz_config() -> GenConfig {
+    GenConfig::default()
+}
+
+/// The case a fuzzer's input stands for: the bytes drive [`generate`]
+/// through proptest's pass-through RNG, so fuzzing explores the same
+/// adversarial classes as the property suites. Past the end of the input the
+/// RNG reads zeros, and zeros choose the smallest options (T = 1, E = 1), so
+/// any input, the empty one included, gives a valid case. The fuzz targets
+/// and `bitparity import` both call this: an artifact imports as exactly the
+/// case that crashed.
+pub fn from_fuzz_bytes(data: &[u8]) -> SeqwiseCase {
+    let mut rng = proptest::test_runner::TestRng::from_seed(proptest::test_runner::RngAlgorithm::PassThrough, data);
+    generate(&mut rng, &fuzz_config())
+}
+
+#[cfg(test)]
+mod fuzz_bytes_tests {
+    use super::*;
+    use proptest::test_runner::{RngAlgorithm, TestRng};
+
+    #[test]
+    fn any_bytes_give_a_valid_case() {
+        assert_eq!((from_fuzz_bytes(&[]).t, from_fuzz_bytes(&[]).e), (1, 1));
+        assert_eq!(from_fuzz_bytes(&[]).validate(), Ok(()));
+        for fill in [0x00u8, 0x7f, 0x80, 0xff] {
+            for len in [1, 3, 17, 64, 1000, 5000] {
+                let c = from_fuzz_bytes(&vec![fill; len]);
+                assert_eq!(c.validate(), Ok(()), "{fill:#x} x {len}");
+            }
+        }
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        for i in 0..2000 {
+            let mut bytes = vec![0u8; rng.random_range(0..(64 << (i % 7)))];
+            rng.fill_bytes(&mut bytes);
+            let c = from_fuzz_bytes(&bytes);
+            assert_eq!(c.validate(), Ok(()), "{bytes:?}");
+            assert!(c.t * c.e <= fuzz_config().max_te);
+        }
+    }
+
+    #[test]
+    fn the_same_bytes_give_the_same_case() {
+        let bytes: Vec<u8> = (0..300u32).map(|i| (i * 37 % 251) as u8).collect();
+        let (a, b) = (from_fuzz_bytes(&bytes), from_fuzz_bytes(&bytes));
+        assert_eq!(serde_json::to_string(&a).ok(), serde_json::to_string(&b).ok());
+    }
+}
