@@ -66,6 +66,29 @@ impl Num for f32 {
 /// is rounded upward (`next_up` after round-to-nearest), so the bound itself is
 /// never too small. `err` is +inf when no finite bound holds (overflow, NaN, a
 /// quotient whose denominator's bound reaches zero).
+///
+/// # Derivation (running error analysis, SPEC section 2)
+///
+/// Write x^, y^ for the computed operands, x, y for the exact ones, e_x, e_y
+/// for their bounds, and z^ = fl(x^ op y^). IEEE round-to-nearest gives, for a
+/// normal result, z^ = (x^ op y^) / (1 + d) with |d| <= u = 2^-24, hence
+/// |z^ - (x^ op y^)| <= u |z^|; below the normal range a product or quotient is
+/// off by at most half the smallest subnormal, eta = 2^-150, and a sum is
+/// exact (Hauser). Then, by the triangle inequality:
+///
+/// - add: |z^ - (x + y)| <= |z^ - (x^ + y^)| + |x^ - x| + |y^ - y|
+///   <= u|z^| + e_x + e_y.
+/// - mul: x^ y^ - x y = x^ (y^ - y) + y (x^ - x) and |y| <= |y^| + e_y, so
+///   |z^ - x y| <= u|z^| + eta + |x^| e_y + |y^| e_x + e_x e_y.
+/// - div: with z' = x^ / y^ exactly, x^/y^ - x/y = (x^ - x)/y + z' (y - y^)/y,
+///   and |y| >= |y^| - e_y > 0 (else no finite bound), so
+///   |z' - x/y| <= (e_x + |z'| e_y) / (|y^| - e_y), with |z'| <= (1+u)|z^| + eta;
+///   add the rounding u|z^| + eta.
+/// - max(x, c), |x|, -x and a select are 1-Lipschitz (or exact): e_z = e_x.
+///
+/// The [`crate::mpfr::Exact`] type applies the same rules with 2^-p in place
+/// of u, no eta (MPFR's exponent range is unbounded) and no rounding term
+/// where MPFR reports the operation exact.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bounded {
     pub x: f32,
@@ -153,7 +176,8 @@ impl Num for Bounded {
             return Bounded { x: z, err: f64::INFINITY };
         }
         let az = z.abs() as f64;
-        let num = add_up(self.err, mul_up(mul_up(1.0 + U_F32, az), y.err));
+        let z_exact = add_up(mul_up(1.0 + U_F32, az), ETA_F32);
+        let num = add_up(self.err, mul_up(z_exact, y.err));
         let err = add_up(div_up(num, sub_down(ay, y.err)), Self::rounding(z, true));
         Bounded { x: z, err: Self::finite_or_inf(z, err) }
     }

@@ -158,6 +158,9 @@ pub fn correctly_rounded(x: &Exact) -> Option<f32> {
     if !x.err.is_finite() {
         return None;
     }
+    if let Some(r) = settled_in_f64(x) {
+        return Some(r);
+    }
     let p = x.v.prec() + 64;
     let lo = Float::with_val_round(p, &x.v - x.err, Round::Down).0;
     let hi = Float::with_val_round(p, &x.v + x.err, Round::Up).0;
@@ -168,6 +171,26 @@ pub fn correctly_rounded(x: &Exact) -> Option<f32> {
         return Some(round_to_f32(&x.v));
     }
     (a.to_bits() == b.to_bits()).then_some(a)
+}
+
+/// The fast path of [`correctly_rounded`], without MPFR allocations: r is the
+/// f32 nearest to v's f64 approximation; if v lies strictly inside r's
+/// rounding interval (half an ulp of r on each side) with room for both the
+/// f64 conversion error (2^-52 |v|) and `err`, every value within `err` of v
+/// rounds to r. Otherwise (near a boundary, zero, subnormal, overflow) `None`,
+/// and the exact path decides.
+fn settled_in_f64(x: &Exact) -> Option<f32> {
+    let v = x.v.to_f64();
+    let r = v as f32;
+    if !r.is_normal() || !v.is_normal() || !r.next_up().is_finite() {
+        return None;
+    }
+    // Half an ulp of r (the smaller one below a power of two), exact in f64.
+    let below = (r as f64 - r.next_down() as f64).abs();
+    let above = (r.next_up() as f64 - r as f64).abs();
+    let half = below.min(above) / 2.0;
+    let slack = add_up(add_up((r as f64 - v).abs().next_up(), mul_up(v.abs(), 2f64.powi(-52))), x.err);
+    (slack < half).then_some(r)
 }
 
 /// How a profile's output compares with the exact one.
@@ -235,6 +258,30 @@ mod tests {
         let above = mid.clone() + Float::with_val(200, 2f64.powi(-84));
         assert_eq!(round_to_f32(&mid), 1.0);
         assert_eq!(round_to_f32(&above), 1.0 + f32::EPSILON);
+    }
+
+    #[test]
+    fn the_fast_rounding_path_agrees_with_the_exact_one() {
+        // Values at, near and between f32 rounding boundaries, with bounds.
+        let mut seen_fast = 0;
+        for i in 0..2000u32 {
+            let base = f32::from_bits(0x3f80_0000 + i * 977) as f64;
+            let ulp = (f32::from_bits(0x3f80_0000 + i * 977 + 1) as f64) - base;
+            for frac in [0.0, 0.25, 0.5 - 1e-9, 0.5, 0.5 + 1e-9, 0.75] {
+                let v = Float::with_val(200, base) + Float::with_val(200, ulp * frac);
+                for err in [1e-30, ulp * 1e-6, ulp * 0.3] {
+                    let x = Exact { v: v.clone(), err };
+                    if let Some(fast) = settled_in_f64(&x) {
+                        seen_fast += 1;
+                        let p = v.prec() + 64;
+                        let lo = round_to_f32(&Float::with_val_round(p, &v - err, Round::Down).0);
+                        let hi = round_to_f32(&Float::with_val_round(p, &v + err, Round::Up).0);
+                        assert_eq!((fast, fast), (lo, hi), "v = {v}, err = {err}");
+                    }
+                }
+            }
+        }
+        assert!(seen_fast > 10_000);
     }
 
     #[test]
