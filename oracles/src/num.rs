@@ -172,7 +172,7 @@ impl Num for Bounded {
     fn div(&self, y: &Self) -> Self {
         let z = self.x / y.x;
         let ay = y.x.abs() as f64;
-        if !(ay > y.err) {
+        if ay.is_nan() || ay <= y.err {
             return Bounded { x: z, err: f64::INFINITY };
         }
         let az = z.abs() as f64;

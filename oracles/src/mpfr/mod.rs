@@ -102,7 +102,7 @@ impl Num for Exact {
             return Exact::from_op(v, dir, 0.0);
         }
         let ay = y.v.to_f64_round(Round::Down).abs().min(y.v.to_f64_round(Round::Up).abs());
-        if !(ay > y.err) {
+        if ay.is_nan() || ay <= y.err {
             return Exact { v, err: f64::INFINITY };
         }
         // Same propagation rule as the f32 bound (SPEC section 2), with 2^-p
