@@ -65,7 +65,8 @@ pub fn target_of(artifact: &Path) -> Option<Target> {
 
 /// Imports one artifact.
 pub fn import(req: &ImportRequest) -> Result<Imported, ImportError> {
-    let bytes = std::fs::read(&req.artifact).map_err(|source| ImportError::Read { path: req.artifact.clone(), source })?;
+    let bytes =
+        std::fs::read(&req.artifact).map_err(|source| ImportError::Read { path: req.artifact.clone(), source })?;
     let spec = req.subject.clone().or_else(|| std::env::var(SUBJECT_ENV).ok());
     let (subjects, _skipped) = select_subjects(spec.as_deref()).map_err(ImportError::Subject)?;
     let targets: Vec<Target> = match req.target.or_else(|| target_of(&req.artifact)) {
@@ -208,12 +209,8 @@ mod tests {
         let dir = tmp("err");
         let artifact = dir.join("empty");
         std::fs::write(&artifact, b"").unwrap();
-        let mut req = ImportRequest {
-            artifact,
-            subject: Some("oracle:serial".into()),
-            target: None,
-            corpus: dir.join("corpus"),
-        };
+        let mut req =
+            ImportRequest { artifact, subject: Some("oracle:serial".into()), target: None, corpus: dir.join("corpus") };
         assert!(matches!(import(&req), Err(ImportError::NoFailure { .. })));
         req.artifact = dir.join("no-such-file");
         assert!(matches!(import(&req), Err(ImportError::Read { .. })));
