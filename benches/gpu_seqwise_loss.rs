@@ -5,7 +5,8 @@
 //! wrong kernel. benches/torch_seqwise_loss.py times native PyTorch on the
 //! same shapes; benches/speed_table.py joins the two JSON files.
 //!
-//! Usage: gpu_seqwise_loss [--json PATH] [--iters N] [--warmup N]
+//! Usage: gpu_seqwise_loss [--json PATH] [--iters N] [--warmup N] [--only TxExk]
+//!        [--objective topk|map]   (the last two narrow the run, e.g. for ncu)
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0.
 
 use bitparity::props::seqwise_loss::{diff_backward, diff_forward};
@@ -36,12 +37,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let mut json_path = None;
     let (mut iters, mut warmup) = (200usize, 20usize);
+    let (mut only, mut only_objective) = (None::<String>, None::<String>);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json_path = it.next(),
             "--iters" => iters = it.next().and_then(|s| s.parse().ok()).unwrap_or(iters),
             "--warmup" => warmup = it.next().and_then(|s| s.parse().ok()).unwrap_or(warmup),
+            "--only" => only = it.next(),
+            "--objective" => only_objective = it.next(),
             _ => {} // cargo bench passes --bench
         }
     }
@@ -53,13 +57,19 @@ fn main() {
         }
     };
     let run = || -> Result<serde_json::Value, String> {
-        let bw = cuda.copy_bandwidth(1 << 30, 50).map_err(|e| e.to_string())?;
+        let bw = cuda.copy_bandwidth(1 << 30, iters.clamp(1, 50)).map_err(|e| e.to_string())?;
         println!("device {}: copy bandwidth {:.3} TB/s (read + write)", cuda.info().name, bw / 1e12);
         let profile = SeqwiseProfile::gpu();
         let mut rows = Vec::new();
         println!("{:>18} {:>6} {:>10} {:>10} {:>10}  check", "T x E x k", "obj", "fwd us", "bwd us", "f+b us");
         for (i, &(t, e, k)) in SHAPES.iter().enumerate() {
+            if only.as_ref().is_some_and(|o| *o != format!("{t}x{e}x{k}")) {
+                continue;
+            }
             for objective in ["topk", "map"] {
+                if only_objective.as_ref().is_some_and(|o| o != objective) {
+                    continue;
+                }
                 let s = scores(t * e, i as u64 + 1);
                 let mut case = SeqwiseCase::dense(t, e, s, Objective::UnbiasedTopK { k });
                 case.g = 1.0;
@@ -84,8 +94,14 @@ fn main() {
                 );
                 let n = (t * e * 4) as f64;
                 let floor = |bytes: f64| bytes / bw * 1e6;
-                let status = check.clone().unwrap_or_else(|| "bitwise equal to oracle".into());
-                println!("{:>18} {objective:>6} {fwd:>10.2} {bwd:>10.2} {both:>10.2}  {status}", format!("{t}x{e}x{k}"));
+                let status: String = match &check {
+                    None => "bitwise equal to oracle".into(),
+                    Some(m) => format!("MISMATCH {}", m.chars().take(100).collect::<String>()),
+                };
+                println!(
+                    "{:>18} {objective:>6} {fwd:>10.2} {bwd:>10.2} {both:>10.2}  {status}",
+                    format!("{t}x{e}x{k}")
+                );
                 rows.push(serde_json::json!({
                     "t": t, "e": e, "k": k, "objective": objective,
                     "fwd_us": fwd, "bwd_us": bwd, "fwd_bwd_us": both,

@@ -126,73 +126,188 @@ __device__ __forceinline__ void topk_threshold(const unsigned (&key)[V], int k, 
     }
 }
 
+// Top-k for k <= 32, fast path: tau = the k-th largest of the 32 lane maxima
+// (as a multiset). At least k keys are >= tau, so every top-k element is a
+// candidate (key >= tau), and so is every element that beats a candidate.
+// When the candidates fit in one warp (c <= 32, the usual case), they are
+// compacted into shared memory and each is ranked exactly against the others
+// under (key desc, index asc); rank < k is selected. Returns false (nothing
+// counted) when c > 32: the caller falls back to topk_iterative.
 template <int V>
-__device__ __forceinline__ void row_topk(const float (&x)[V], int lane, int E, int k, unsigned* cnt) {
+__device__ __forceinline__ bool topk_candidates(const unsigned (&key)[V], int k, int lane, unsigned* cnt,
+                                                unsigned* cand_key, unsigned* cand_idx) {
+    unsigned lm = 0u;
+#pragma unroll
+    for (int j = 0; j < V; ++j) lm = max(lm, key[j]);
+    unsigned tau = 0u;
+    for (int i = 0; i < k; ++i) {
+        tau = __reduce_max_sync(BP_FULL_MASK, lm);
+        const unsigned holders = __ballot_sync(BP_FULL_MASK, lm == tau);
+        if (lane == __ffs(holders) - 1) lm = 0u;
+    }
+    unsigned mine = 0u;
+#pragma unroll
+    for (int j = 0; j < V; ++j) mine += (key[j] >= tau) ? 1u : 0u;
+    // Exclusive prefix of the per-lane candidate counts.
+    unsigned incl = mine;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned up = __shfl_up_sync(BP_FULL_MASK, incl, o);
+        if (lane >= o) incl += up;
+    }
+    const unsigned total = __shfl_sync(BP_FULL_MASK, incl, 31);
+    if (total > 32u) return false;
+    unsigned slot = incl - mine;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        if (key[j] >= tau) {
+            cand_key[slot] = key[j];
+            cand_idx[slot] = (unsigned)(lane + BP_WARP * j);
+            ++slot;
+        }
+    }
+    __syncwarp();
+    if ((unsigned)lane < total) {
+        const unsigned ki = cand_key[lane], ii = cand_idx[lane];
+        unsigned rank = 0u;
+#pragma unroll 4
+        for (unsigned j = 0; j < total; ++j) {
+            const unsigned kj = cand_key[j], ij = cand_idx[j];
+            rank += (kj > ki || (kj == ki && ij < ii)) ? 1u : 0u;
+        }
+        if (rank < (unsigned)k) atomicAdd(cnt + ii, 1u);
+    }
+    __syncwarp();
+    return true;
+}
+
+template <int V>
+__device__ __forceinline__ void row_topk(const float (&x)[V], int lane, int E, int k, unsigned* cnt,
+                                         unsigned* cand_key, unsigned* cand_idx) {
     unsigned key[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) key[j] = (lane + BP_WARP * j < E) ? topk_key(x[j]) : 0u;
     if (k <= BP_TOPK_ITERATIVE_MAX) {
-        topk_iterative<V>(key, k, lane, cnt);
+        if (!topk_candidates<V>(key, k, lane, cnt, cand_key, cand_idx)) topk_iterative<V>(key, k, lane, cnt);
     } else {
         topk_threshold<V>(key, k, lane, cnt);
     }
 }
 
-// One block per chunk of 64 consecutive tokens (the profile's token chunk).
-// Phase 1: each warp takes rows of the chunk: the row sum (Strided{32}), the
-// denominator into shared memory, and (UnbiasedTopK) the row's top-k counted
-// in shared memory. Phase 2: a thread per expert sums p_te = s_te / d_t over
-// the chunk's valid rows serially, ascending t, from +0.0 (Chunked inner =
-// Serial; a padding row is skipped, the same bits as adding +0.0), and
-// counts the map (ProvidedMap). Outputs the chunk partials.
+// One block per chunk of 64 consecutive tokens (the profile's token chunk),
+// walked in steps of R = 16 rows, one row per warp:
+//   step phase 1: the warp's row: its sum (Strided{32}), its denominator d,
+//     p_te = s_te / d into shared memory (a padding row writes +0.0), and
+//     (UnbiasedTopK) its top-k, counted in shared memory;
+//   step phase 2: a thread per expert adds the step's p_te to its running
+//     chunk partial in ascending row order. The partial starts at +0.0 and
+//     carries over the steps, so over the chunk it is exactly Chunked's inner
+//     Serial sum; a padding row adds +0.0, which is what the profile oracle
+//     adds for it (and, the partial never being -0.0, changes no bit).
+// ProvidedMap: each lane counts the map entries of its experts over the rows
+// its warp takes, and the warps add their counts into shared memory at the end.
+// Dynamic shared memory: E counters, then R x E values of p.
 template <int V>
 __device__ __forceinline__ void fwd_chunk(const float* __restrict__ base, int offset, long long stride, int T,
                                           int E, const unsigned char* __restrict__ padding,
                                           const unsigned char* __restrict__ map, int topk_flag, int k,
                                           float* __restrict__ p_part, unsigned* __restrict__ c_part) {
-    __shared__ float d_sh[BP_TOKEN_CHUNK];
-    __shared__ unsigned char valid_sh[BP_TOKEN_CHUNK];
-    extern __shared__ unsigned cnt_sh[];  // E counters (UnbiasedTopK)
+    constexpr int R = BP_FWD_THREADS / 32;
+    constexpr int EPT = (BP_WARP * V + BP_FWD_THREADS - 1) / BP_FWD_THREADS;  // experts per thread
+    constexpr bool PREFETCH = V <= 8;  // the next row's loads ahead of this row's work
+    __shared__ unsigned cand_key_sh[R][32];
+    __shared__ unsigned cand_idx_sh[R][32];
+    extern __shared__ unsigned dyn_sh[];
+    unsigned* cnt_sh = dyn_sh;                         // E counters
+    float* p_sh = reinterpret_cast<float*>(dyn_sh + E);  // R rows of E values
     const bool topk = topk_flag != 0;
     const int chunk = blockIdx.x;
     const int t0 = chunk * BP_TOKEN_CHUNK;
     const int rows = min(BP_TOKEN_CHUNK, T - t0);
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    const int nwarps = blockDim.x >> 5;
     const float* __restrict__ first = base + offset;
+    float* __restrict__ prow = p_sh + warp * E;
 
-    if (topk) {
-        for (int e = threadIdx.x; e < E; e += blockDim.x) cnt_sh[e] = 0u;
-    }
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt_sh[e] = 0u;
+    float acc[EPT];
+#pragma unroll
+    for (int q = 0; q < EPT; ++q) acc[q] = 0.0f;
+    unsigned cmap[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) cmap[j] = 0u;
+
+    float x[V];
+    bool valid = warp < rows && padding[t0 + warp] == 0;
+    if (valid) load_row<V>(x, first + (long long)(t0 + warp) * stride, lane, E);
     __syncthreads();
 
-    for (int r = warp; r < rows; r += nwarps) {
-        const int t = t0 + r;
-        if (padding[t] != 0) {
-            if (lane == 0) { valid_sh[r] = 0; d_sh[r] = 0.0f; }
-            continue;
+    for (int r0 = 0; r0 < rows; r0 += R) {
+        const int r = r0 + warp;
+        // The next step's row (ahead of this step's work when PREFETCH).
+        const int rn = r + R;
+        float xn[V];
+        const bool vn = rn < rows && padding[t0 + rn] == 0;
+        if (PREFETCH && vn) load_row<V>(xn, first + (long long)(t0 + rn) * stride, lane, E);
+        if (valid) {
+            const float n = row_sum<V>(x, lane, E, topk);
+            const float d = row_denominator(n, topk);
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+                const int e = lane + BP_WARP * j;
+                if (e < E) prow[e] = div(x[j], d);
+            }
+            if (topk) {
+                row_topk<V>(x, lane, E, k, cnt_sh, cand_key_sh[warp], cand_idx_sh[warp]);
+            } else {
+                const unsigned char* __restrict__ mrow = map + (size_t)(t0 + r) * (size_t)E;
+#pragma unroll
+                for (int j = 0; j < V; ++j) {
+                    const int e = lane + BP_WARP * j;
+                    if (e < E) cmap[j] += mrow[e];
+                }
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+                const int e = lane + BP_WARP * j;
+                if (e < E) prow[e] = 0.0f;
+            }
         }
-        float x[V];
-        load_row<V>(x, first + (long long)t * stride, lane, E);
-        const float n = row_sum<V>(x, lane, E, topk);
-        if (lane == 0) { valid_sh[r] = 1; d_sh[r] = row_denominator(n, topk); }
-        if (topk) row_topk<V>(x, lane, E, k, cnt_sh);
+        __syncthreads();
+        const int nr = min(R, rows - r0);
+#pragma unroll
+        for (int q = 0; q < EPT; ++q) {
+            const int e = threadIdx.x + q * BP_FWD_THREADS;
+            if (e < E) {
+                float a = acc[q];
+#pragma unroll 4
+                for (int i = 0; i < nr; ++i) a = add(a, p_sh[i * E + e]);
+                acc[q] = a;
+            }
+        }
+        __syncthreads();
+        if (!PREFETCH && vn) load_row<V>(xn, first + (long long)(t0 + rn) * stride, lane, E);
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[j] = xn[j];
+        valid = vn;
     }
-    __syncthreads();
 
-    for (int e = threadIdx.x; e < E; e += blockDim.x) {
-        float acc = 0.0f;
-        unsigned c = 0u;
-        const float* __restrict__ col = first + (long long)t0 * stride + e;
-#pragma unroll 8
-        for (int r = 0; r < rows; ++r) {
-            if (valid_sh[r] == 0) continue;
-            acc = add(acc, div(__ldg(col + (long long)r * stride), d_sh[r]));
-            if (!topk) c += map[(size_t)(t0 + r) * (size_t)E + (size_t)e];
+    if (!topk) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const int e = lane + BP_WARP * j;
+            if (e < E && cmap[j] != 0u) atomicAdd(cnt_sh + e, cmap[j]);
         }
-        p_part[(size_t)chunk * (size_t)E + (size_t)e] = acc;
-        c_part[(size_t)chunk * (size_t)E + (size_t)e] = topk ? cnt_sh[e] : c;
+        __syncthreads();
+    }
+#pragma unroll
+    for (int q = 0; q < EPT; ++q) {
+        const int e = threadIdx.x + q * BP_FWD_THREADS;
+        if (e < E) {
+            p_part[(size_t)chunk * (size_t)E + (size_t)e] = acc[q];
+            c_part[(size_t)chunk * (size_t)E + (size_t)e] = cnt_sh[e];
+        }
     }
 }
 
@@ -244,8 +359,9 @@ __device__ __forceinline__ void bwd_row(const float* __restrict__ base, int offs
 
 }  // namespace bp
 
-#define BP_INSTANTIATE(V)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(BP_FWD_THREADS) seqwise_fwd_chunk_v##V(                    \
+#define BP_INSTANTIATE(V, FWD_MIN_BLOCKS)                                                                   \
+    extern "C" __global__ void __launch_bounds__(BP_FWD_THREADS, BP_FWD_MIN_BLOCKS(FWD_MIN_BLOCKS))         \
+        seqwise_fwd_chunk_v##V(                                                                             \
         const float* __restrict__ base, int offset, long long stride, int T, int E,                         \
         const unsigned char* __restrict__ padding, const unsigned char* __restrict__ map, int topk, int k, \
         float* __restrict__ p_part, unsigned* __restrict__ c_part) {                                        \
@@ -258,12 +374,20 @@ __device__ __forceinline__ void bwd_row(const float* __restrict__ base, int offs
         bp::bwd_row<V>(base, offset, stride, T, E, padding, topk, inclusive, g, freq, grad);                \
     }
 
-BP_INSTANTIATE(1)
-BP_INSTANTIATE(2)
-BP_INSTANTIATE(4)
-BP_INSTANTIATE(8)
-BP_INSTANTIATE(16)
-BP_INSTANTIATE(32)
+// A tuning experiment can force one residency for every V (-DBP_FWD_MIN_BLOCKS_ALL=n).
+#ifdef BP_FWD_MIN_BLOCKS_ALL
+#define BP_FWD_MIN_BLOCKS(n) BP_FWD_MIN_BLOCKS_ALL
+#else
+#define BP_FWD_MIN_BLOCKS(n) n
+#endif
+// The forward's register budget per V (blocks of 512 threads resident per
+// SM): measured on the H200, three blocks beat two for V <= 8.
+BP_INSTANTIATE(1, 3)
+BP_INSTANTIATE(2, 3)
+BP_INSTANTIATE(4, 3)
+BP_INSTANTIATE(8, 3)
+BP_INSTANTIATE(16, 2)
+BP_INSTANTIATE(32, 1)
 
 // Block (32, 32), one block per 32 experts. P_e = Serial over the chunk
 // partials in chunk order (Chunked outer = Serial), from +0.0: the 1024
@@ -312,7 +436,16 @@ extern "C" __global__ void __launch_bounds__(1024)
         }
         if (ty == 0 && has_e) {
             const int n = min(batch, nchunks - b * batch);
-            for (int i = 0; i < n; ++i) acc = bp::add(acc, buf[i][tx]);
+            // Shared-memory loads sixteen at a time ahead of the serial adds.
+            for (int i0 = 0; i0 < n; i0 += 16) {
+                float v[16];
+#pragma unroll
+                for (int i = 0; i < 16; ++i) v[i] = (i0 + i < n) ? buf[i0 + i][tx] : 0.0f;
+#pragma unroll
+                for (int i = 0; i < 16; ++i) {
+                    if (i0 + i < n) acc = bp::add(acc, v[i]);
+                }
+            }
         }
         __syncthreads();
     }

@@ -24,7 +24,14 @@ fn every_kernel_compiles_without_warnings() {
     for kernel in KERNELS {
         match compile(kernel, CI_ARCH) {
             Ok(c) if c.log.is_empty() => {
-                println!("compiled {} for {} with NVRTC {}.{}: {} bytes", c.name, c.arch, version.0, version.1, c.cubin.len())
+                println!(
+                    "compiled {} for {} with NVRTC {}.{}: {} bytes",
+                    c.name,
+                    c.arch,
+                    version.0,
+                    version.1,
+                    c.cubin.len()
+                )
             }
             Ok(c) => failures.push(format!("{} ({}): NVRTC log not empty:\n{}", c.name, c.arch, c.log)),
             Err(e) => failures.push(e),

@@ -21,7 +21,7 @@ use oracles::case::seqwise_loss::SeqwiseCase;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -133,10 +133,9 @@ struct Tally {
 
 /// Days since 1970-01-01 to a civil date (proleptic Gregorian).
 fn today() -> String {
-    let days = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() / 86_400)
-        .unwrap_or(0) as i64;
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0)
+            as i64;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -149,7 +148,7 @@ fn today() -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-fn save_entry(dir: &PathBuf, property: Property, cuda: &CudaSeqwise, note: &str, case: &SeqwiseCase) -> Option<String> {
+fn save_entry(dir: &Path, property: Property, cuda: &CudaSeqwise, note: &str, case: &SeqwiseCase) -> Option<String> {
     let entry = CorpusEntry {
         op: "seqwise_loss",
         property,
@@ -247,7 +246,8 @@ fn main() {
                             |c| judge(p, cuda, c, &mut References::default()).failure.is_some(),
                             SHRINK_BUDGET,
                         );
-                        let small_note = judge(p, cuda, &small, &mut References::default()).failure.unwrap_or(note.clone());
+                        let small_note =
+                            judge(p, cuda, &small, &mut References::default()).failure.unwrap_or(note.clone());
                         let path = save_entry(&args.corpus, p, cuda, &small_note, &small);
                         eprintln!("FAIL {p} case {index} (T={}, E={}): {note}", case.t, case.e);
                         let f = Failure {

@@ -92,11 +92,25 @@ pub fn nvrtc_version() -> Result<(i32, i32), String> {
 
 /// Compiles one kernel source with [`nvrtc_options`] for `arch` (`sm_90`).
 pub fn compile(kernel: &KernelSource, arch: &str) -> Result<CompiledKernel, String> {
-    nvrtc_version()?;
-    guarded(|| compile_loaded(kernel, arch))?
+    compile_with(kernel, arch, &[])
 }
 
-fn compile_loaded(kernel: &KernelSource, arch: &str) -> Result<CompiledKernel, String> {
+/// Extra NVRTC options for tuning experiments, from `BITPARITY_NVRTC_EXTRA`
+/// (whitespace-separated, default none): only `-D` macro definitions of the
+/// kernels' launch-shape knobs are accepted, so the profile's options cannot
+/// be overridden.
+fn extra_options() -> Vec<String> {
+    std::env::var("BITPARITY_NVRTC_EXTRA")
+        .map(|s| s.split_whitespace().filter(|o| o.starts_with("-DBP_")).map(String::from).collect())
+        .unwrap_or_default()
+}
+
+fn compile_with(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, String> {
+    nvrtc_version()?;
+    guarded(|| compile_loaded(kernel, arch, extra))?
+}
+
+fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, String> {
     let cstr = |s: &str| CString::new(s).map_err(|_| format!("{}: a NUL byte in {s:.20}", kernel.name));
     let src = cstr(kernel.text)?;
     let name = cstr(kernel.name)?;
@@ -121,7 +135,8 @@ fn compile_loaded(kernel: &KernelSource, arch: &str) -> Result<CompiledKernel, S
     if rc != nvrtc_sys::nvrtcResult::NVRTC_SUCCESS {
         return Err(format!("{}: nvrtcCreateProgram failed: {rc:?}", kernel.name));
     }
-    let options = nvrtc_options(arch);
+    let mut options = nvrtc_options(arch);
+    options.extend(extra.iter().cloned());
     // SAFETY: `prog` was created above and is destroyed only at the end.
     let compiled = unsafe { nvrtc_result::compile_program(prog, &options) };
     // SAFETY: as above; the log is a NUL-terminated buffer NVRTC filled.
@@ -190,6 +205,11 @@ pub const MAX_EXPERTS: usize = 1024;
 // constants, 32 lanes and 64-token chunks, are fixed inside the kernels).
 const FWD_THREADS: u32 = 512;
 const BWD_THREADS: u32 = 256;
+/// Dynamic shared memory of seqwise_fwd_chunk: E counters and one row of E
+/// values per warp.
+fn fwd_shared_bytes(e: usize) -> usize {
+    (1 + FWD_THREADS as usize / 32) * e * 4
+}
 /// The profile's token chunk, which the forward's grid is cut into.
 const TOKEN_CHUNK: usize = oracles::profile::seqwise_loss::GPU_TOKEN_CHUNK;
 
@@ -218,10 +238,7 @@ pub struct CudaSeqwise {
 /// run here (report the GPU suites as skipped with it).
 pub fn probe() -> Result<CudaSeqwise, String> {
     static DEVICE: OnceLock<Result<Arc<Device>, String>> = OnceLock::new();
-    DEVICE
-        .get_or_init(|| guarded(open_device).and_then(|r| r))
-        .clone()
-        .map(|dev| CudaSeqwise { dev })
+    DEVICE.get_or_init(|| guarded(open_device).and_then(|r| r)).clone().map(|dev| CudaSeqwise { dev })
 }
 
 fn open_device() -> Result<Arc<Device>, String> {
@@ -254,16 +271,25 @@ fn open_device() -> Result<Arc<Device>, String> {
         .result()
         .map_err(|e| format!("cuDriverGetVersion: {e}"))?;
     let arch = format!("sm_{major}{minor}");
-    let compiled = compile(&KERNELS[0], &arch)?;
-    let module = ctx
-        .load_module(Ptx::from_binary(compiled.cubin))
-        .map_err(|e| format!("loading the {arch} kernels: {e}"))?;
+    let compiled = compile_with(&KERNELS[0], &arch, &extra_options())?;
+    let module =
+        ctx.load_module(Ptx::from_binary(compiled.cubin)).map_err(|e| format!("loading the {arch} kernels: {e}"))?;
     let function = |n: &str| module.load_function(n).map_err(|e| format!("kernel {n}: {e}"));
     let kernels = Kernels {
-        fwd_chunk: LANE_WIDTHS.iter().map(|v| function(&format!("seqwise_fwd_chunk_v{v}"))).collect::<Result<_, _>>()?,
+        fwd_chunk: LANE_WIDTHS
+            .iter()
+            .map(|v| function(&format!("seqwise_fwd_chunk_v{v}")))
+            .collect::<Result<_, _>>()?,
         bwd: LANE_WIDTHS.iter().map(|v| function(&format!("seqwise_bwd_v{v}"))).collect::<Result<_, _>>()?,
         finalize: function("seqwise_fwd_finalize")?,
     };
+    for f in &kernels.fwd_chunk {
+        f.set_attribute(
+            cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            fwd_shared_bytes(MAX_EXPERTS) as i32,
+        )
+        .map_err(|e| format!("shared memory of seqwise_fwd_chunk: {e}"))?;
+    }
     let stream = ctx.default_stream();
     let info = DeviceInfo {
         name,
@@ -400,8 +426,7 @@ impl CudaSeqwise {
         let n = bytes / 4;
         let src: CudaSlice<f32> = s.alloc_zeros(n).map_err(dev_err("alloc"))?;
         let mut dst: CudaSlice<f32> = s.alloc_zeros(n).map_err(dev_err("alloc"))?;
-        let mut times =
-            self.time_us(3, iters, || s.memcpy_dtod(&src, &mut dst).map_err(dev_err("copy")))?;
+        let mut times = self.time_us(3, iters, || s.memcpy_dtod(&src, &mut dst).map_err(dev_err("copy")))?;
         times.sort_by(f64::total_cmp);
         let med = times[times.len() / 2];
         Ok((2 * n * 4) as f64 / (med * 1e-6))
@@ -436,9 +461,10 @@ impl DeviceCase {
         // (pointers, i32, i64 in order); `scores` holds offset + (T-1)*stride + E
         // elements (SeqwiseCase::storage), padding T bytes, map T*E bytes when
         // topk == 0, p_part and c_part nchunks*E each, and the dynamic shared
-        // memory E counters. Every buffer outlives the launch (they are owned by
+        // memory holds E counters and 16 rows of E values (the kernel's limit
+        // was raised to E = 1024 at load). Every buffer outlives the launch (they are owned by
         // self, and frees are stream-ordered).
-        unsafe { b.launch(Self::cfg(nchunks as u32, (FWD_THREADS, 1), (self.e * 4) as u32)) }
+        unsafe { b.launch(Self::cfg(nchunks as u32, (FWD_THREADS, 1), fwd_shared_bytes(self.e) as u32)) }
             .map_err(dev_err("seqwise_fwd_chunk launch"))?;
         let mut b = s.launch_builder(&dev.kernels.finalize);
         b.arg(&self.p_part)
