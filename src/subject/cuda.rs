@@ -591,6 +591,14 @@ mod tests {
     }
 
     #[test]
+    fn launch_shapes_match_the_kernels_bounds() {
+        // A launch with more threads than a kernel's __launch_bounds__ fails.
+        assert_eq!(define("BP_FWD_THREADS"), Some(FWD_THREADS as usize));
+        assert_eq!(define("BP_BWD_THREADS"), Some(BWD_THREADS as usize));
+        assert!(fwd_shared_bytes(MAX_EXPERTS) <= 227 * 1024, "over the per-block shared memory of sm_80/sm_90");
+    }
+
+    #[test]
     fn options_keep_the_profile_rules() {
         let o = nvrtc_options("sm_90");
         for want in ["--fmad=false", "--prec-div=true", "--ftz=false", "--gpu-architecture=sm_90"] {
