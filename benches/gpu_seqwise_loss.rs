@@ -81,8 +81,9 @@ fn main() {
                 dc.launch_backward().map_err(|e| e.to_string())?;
                 let f = dc.read_forward().map_err(|e| e.to_string())?;
                 let b = dc.read_backward().map_err(|e| e.to_string())?;
-                let check = diff_forward(&oracle::forward(&case, &profile), &f)
-                    .or_else(|| diff_backward(&oracle::backward(&case, &profile), &b, e));
+                let expected_f = oracle::forward(&case, &profile).map_err(|e| e.to_string())?;
+                let expected_b = oracle::backward(&case, &profile).map_err(|e| e.to_string())?;
+                let check = diff_forward(&expected_f, &f).or_else(|| diff_backward(&expected_b, &b, e));
                 let fwd = median(cuda.time_us(warmup, iters, || dc.launch_forward()).map_err(|e| e.to_string())?);
                 let bwd = median(cuda.time_us(warmup, iters, || dc.launch_backward()).map_err(|e| e.to_string())?);
                 let both = median(

@@ -51,10 +51,10 @@ fn mpfr_oracle(c: &mut Criterion) {
         let case = case(t, e);
         let id = format!("{t}x{e}");
         g.bench_with_input(BenchmarkId::new("forward", &id), &case, |b, c| {
-            b.iter(|| exact_forward(black_box(c), None).prec)
+            b.iter(|| exact_forward(black_box(c), None).map(|r| r.prec))
         });
         g.bench_with_input(BenchmarkId::new("backward", &id), &case, |b, c| {
-            b.iter(|| exact_backward(black_box(c), None).prec)
+            b.iter(|| exact_backward(black_box(c), None).map(|r| r.prec))
         });
     }
     g.finish();

@@ -48,11 +48,19 @@ pub struct References {
 }
 
 impl References {
-    fn forward(&mut self, case: &SeqwiseCase, p: &SeqwiseProfile) -> &ForwardReference {
-        self.fwd.entry(p.name.clone()).or_insert_with(|| ForwardReference::new(case, p))
+    fn forward(&mut self, case: &SeqwiseCase, p: &SeqwiseProfile) -> Result<&ForwardReference, String> {
+        if !self.fwd.contains_key(&p.name) {
+            let r = ForwardReference::new(case, p).map_err(|e| format!("the oracles refused the case: {e}"))?;
+            self.fwd.insert(p.name.clone(), r);
+        }
+        Ok(&self.fwd[&p.name])
     }
-    fn backward(&mut self, case: &SeqwiseCase, p: &SeqwiseProfile) -> &BackwardReference {
-        self.bwd.entry(p.name.clone()).or_insert_with(|| BackwardReference::new(case, p))
+    fn backward(&mut self, case: &SeqwiseCase, p: &SeqwiseProfile) -> Result<&BackwardReference, String> {
+        if !self.bwd.contains_key(&p.name) {
+            let r = BackwardReference::new(case, p).map_err(|e| format!("the oracles refused the case: {e}"))?;
+            self.bwd.insert(p.name.clone(), r);
+        }
+        Ok(&self.bwd[&p.name])
     }
 }
 
@@ -150,12 +158,13 @@ pub fn judge(property: Property, s: &dyn SeqwiseSubject, case: &SeqwiseCase, ref
 pub fn conformance(s: &dyn SeqwiseSubject, case: &SeqwiseCase) -> Judgement {
     let p = s.profile();
     let run = || -> Result<Option<String>, String> {
+        let refused = |e: oracles::case::seqwise_loss::SeqwiseError| format!("the profile oracle refused the case: {e}");
         let f = forward(s, case)?;
-        if let Some(d) = diff_forward(&oracle::forward(case, &p), &f) {
+        if let Some(d) = diff_forward(&oracle::forward(case, &p).map_err(refused)?, &f) {
             return Ok(Some(format!("forward {d}")));
         }
         let b = backward(s, case)?;
-        Ok(diff_backward(&oracle::backward(case, &p), &b, case.e).map(|d| format!("backward {d}")))
+        Ok(diff_backward(&oracle::backward(case, &p).map_err(refused)?, &b, case.e).map(|d| format!("backward {d}")))
     };
     match run() {
         Ok(None) => Judgement::default(),
@@ -168,7 +177,10 @@ fn accuracy(s: &dyn SeqwiseSubject, case: &SeqwiseCase, refs: &mut References) -
         Ok(f) => f,
         Err(m) => return Judgement::fail(m),
     };
-    let acc = refs.forward(case, &s.profile()).judge(&f);
+    let acc = match refs.forward(case, &s.profile()) {
+        Ok(r) => r.judge(&f),
+        Err(m) => return Judgement::fail(m),
+    };
     Judgement {
         failure: acc.outside.first().map(|m| format!("forward outside its bound: {m}")),
         ratio: Some(acc.worst_ratio),
@@ -183,7 +195,10 @@ fn gradient(s: &dyn SeqwiseSubject, case: &SeqwiseCase, refs: &mut References) -
         Ok(b) => b,
         Err(m) => return Judgement::fail(m),
     };
-    let acc = refs.backward(case, &s.profile()).judge(&b, case.e);
+    let acc = match refs.backward(case, &s.profile()) {
+        Ok(r) => r.judge(&b, case.e),
+        Err(m) => return Judgement::fail(m),
+    };
     Judgement {
         failure: acc.outside.first().map(|m| format!("backward outside its bound: {m}")),
         ratio: Some(acc.worst_ratio),
@@ -196,7 +211,10 @@ fn gradient(s: &dyn SeqwiseSubject, case: &SeqwiseCase, refs: &mut References) -
 /// The analytic derivative (exact backward) against finite differences of
 /// the exact forward: a property of the spec's formulas, judged once a case.
 pub fn finite_differences(case: &SeqwiseCase) -> Judgement {
-    let r = check_gradient(case, &gradient_entries(case, FD_ENTRIES));
+    let r = match check_gradient(case, &gradient_entries(case, FD_ENTRIES)) {
+        Ok(r) => r,
+        Err(e) => return Judgement::fail(format!("the MPFR oracle refused the case: {e}")),
+    };
     Judgement {
         failure: r.failures.first().map(|(t, k, a, d)| {
             format!("d raw/d s[{t}][{k}]: analytic {a:e}, finite difference {d:e}")

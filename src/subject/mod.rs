@@ -42,11 +42,11 @@ impl SeqwiseSubject for ProfileOracle {
     }
     fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError> {
         case.validate()?;
-        Ok(oracles::profile_oracle::seqwise_loss::forward(case, &self.0))
+        Ok(oracles::profile_oracle::seqwise_loss::forward(case, &self.0)?)
     }
     fn backward(&self, case: &SeqwiseCase) -> Result<SeqwiseBackward<f32>, SubjectError> {
         case.validate()?;
-        Ok(oracles::profile_oracle::seqwise_loss::backward(case, &self.0))
+        Ok(oracles::profile_oracle::seqwise_loss::backward(case, &self.0)?)
     }
 }
 

@@ -87,6 +87,10 @@ pub enum SeqwiseError {
     TooLarge(String),
     #[error("counts up to {0} would not be exact in f32 (at most 2^24)")]
     CountsInexact(usize),
+    #[error("invalid profile: {0}")]
+    Profile(String),
+    #[error("imposed decisions cover {got} rows, T = {expected}")]
+    Decisions { expected: usize, got: usize },
 }
 
 impl SeqwiseCase {

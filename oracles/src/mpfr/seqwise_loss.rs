@@ -4,7 +4,10 @@ use super::{correctly_rounded, with_precision, Exact, MAX_PREC, START_PREC};
 use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
 use crate::num::Num;
 use crate::profile::seqwise_loss::SeqwiseProfile;
-use crate::profile_oracle::seqwise_loss::{backward_on, forward_on, Decisions, Run};
+use crate::case::seqwise_loss::SeqwiseError;
+use crate::profile_oracle::seqwise_loss::{
+    backward_on, backward_unchecked, check_decisions, forward_on, forward_unchecked, validate, Decisions, Run,
+};
 use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
@@ -35,18 +38,28 @@ fn ziv<T>(compute: impl Fn() -> Run<T>, outputs: impl Fn(&T) -> Vec<&Exact>) -> 
 /// The exact forward. Sums are exact or nearly (their order is irrelevant,
 /// so the serial profile's code is used); `imposed` are the decisions of the
 /// profile being judged (SPEC section 2), or `None` for the exact ones.
-pub fn exact_forward(case: &SeqwiseCase, imposed: Option<&Decisions>) -> ExactResult<SeqwiseForward<Exact>> {
+pub fn exact_forward(
+    case: &SeqwiseCase,
+    imposed: Option<&Decisions>,
+) -> Result<ExactResult<SeqwiseForward<Exact>>, SeqwiseError> {
     let serial = SeqwiseProfile::serial();
-    ziv(
-        || forward_on::<Exact>(case, &serial, imposed),
+    validate(case, &serial)?;
+    check_decisions(case, imposed)?;
+    Ok(ziv(
+        || forward_unchecked::<Exact>(case, &serial, imposed),
         |f| std::iter::once(&f.raw).chain(&f.freq).collect(),
-    )
+    ))
 }
 
 /// The exact backward (see [`exact_forward`]).
-pub fn exact_backward(case: &SeqwiseCase, imposed: Option<&Decisions>) -> ExactResult<SeqwiseBackward<Exact>> {
+pub fn exact_backward(
+    case: &SeqwiseCase,
+    imposed: Option<&Decisions>,
+) -> Result<ExactResult<SeqwiseBackward<Exact>>, SeqwiseError> {
     let serial = SeqwiseProfile::serial();
-    ziv(|| backward_on::<Exact>(case, &serial, imposed), |b| b.grad.iter().collect())
+    validate(case, &serial)?;
+    check_decisions(case, imposed)?;
+    Ok(ziv(|| backward_unchecked::<Exact>(case, &serial, imposed), |b| b.grad.iter().collect()))
 }
 
 /// Outcome of the gradient check on one case.
@@ -82,15 +95,18 @@ pub const FD_PREC: u32 = 512;
 /// right derivative passes with a margin of 2 or more, and a wrong one fails
 /// by a factor near 2^100. The 2 comes from the convergence order, not from
 /// a tolerance on the values.
-pub fn check_gradient(case: &SeqwiseCase, entries: &[(usize, usize)]) -> GradientCheck {
-    with_precision(FD_PREC, || check_gradient_at(case, entries))
+/// Entries outside T x E are ignored.
+pub fn check_gradient(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Result<GradientCheck, SeqwiseError> {
+    case.validate()?;
+    let entries: Vec<(usize, usize)> = entries.iter().copied().filter(|&(t, k)| t < case.t && k < case.e).collect();
+    Ok(with_precision(FD_PREC, || check_gradient_at(case, &entries)))
 }
 
 fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> GradientCheck {
     let mut out = GradientCheck::default();
     let serial = SeqwiseProfile::serial();
-    let fwd = forward_on::<Exact>(case, &serial, None).out;
-    let analytic = backward_on::<Exact>(case, &serial, None).out;
+    let fwd = forward_unchecked::<Exact>(case, &serial, None).out;
+    let analytic = backward_unchecked::<Exact>(case, &serial, None).out;
     let g = Exact::input(case.g);
     let a: Vec<Exact> = fwd.freq.iter().map(|f| g.mul(f)).collect();
     let map = case.routing_map();
@@ -257,10 +273,10 @@ pub type ForwardReference = Reference<SeqwiseForward<crate::num::Bounded>, Seqwi
 pub type BackwardReference = Reference<SeqwiseBackward<crate::num::Bounded>, SeqwiseBackward<Exact>>;
 
 impl ForwardReference {
-    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Self {
-        let bounded = forward_on::<crate::num::Bounded>(case, profile, None);
-        let exact = exact_forward(case, Some(&bounded.decisions));
-        Reference { bounded, exact }
+    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<Self, SeqwiseError> {
+        let bounded = forward_on::<crate::num::Bounded>(case, profile, None)?;
+        let exact = exact_forward(case, Some(&bounded.decisions))?;
+        Ok(Reference { bounded, exact })
     }
 
     /// The profile oracle's bits (the f32 half of the bounded run).
@@ -290,10 +306,10 @@ impl ForwardReference {
 }
 
 impl BackwardReference {
-    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Self {
-        let bounded = backward_on::<crate::num::Bounded>(case, profile, None);
-        let exact = exact_backward(case, Some(&bounded.decisions));
-        Reference { bounded, exact }
+    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<Self, SeqwiseError> {
+        let bounded = backward_on::<crate::num::Bounded>(case, profile, None)?;
+        let exact = exact_backward(case, Some(&bounded.decisions))?;
+        Ok(Reference { bounded, exact })
     }
 
     pub fn oracle(&self) -> SeqwiseBackward<f32> {
@@ -332,13 +348,13 @@ mod tests {
         for obj in [Objective::UnbiasedTopK { k: 2 }, Objective::ProvidedMap { map: vec![true, false, false, true, false, true, true, false, true, true, false, false] }] {
             let c = sample_case(obj);
             for p in SeqwiseProfile::all() {
-                let fr = ForwardReference::new(&c, &p);
-                assert_eq!(fr.oracle(), crate::profile_oracle::seqwise_loss::forward(&c, &p));
+                let fr = ForwardReference::new(&c, &p).unwrap();
+                assert_eq!(fr.oracle(), crate::profile_oracle::seqwise_loss::forward(&c, &p).unwrap());
                 let f = fr.judge(&fr.oracle());
                 assert!(f.outside.is_empty(), "{:?}", f.outside);
                 assert!(f.worst_ratio > 0.0, "rounding happened, so some error is nonzero");
-                let br = BackwardReference::new(&c, &p);
-                assert_eq!(br.oracle(), crate::profile_oracle::seqwise_loss::backward(&c, &p));
+                let br = BackwardReference::new(&c, &p).unwrap();
+                assert_eq!(br.oracle(), crate::profile_oracle::seqwise_loss::backward(&c, &p).unwrap());
                 let b = br.judge(&br.oracle(), c.e);
                 assert!(b.outside.is_empty(), "{:?}", b.outside);
                 // A result off by a few ulps in raw is outside the bound.
@@ -353,7 +369,7 @@ mod tests {
     fn analytic_gradient_matches_finite_differences() {
         for obj in [Objective::UnbiasedTopK { k: 2 }, Objective::ProvidedMap { map: vec![true; 12] }] {
             let c = sample_case(obj);
-            let r = check_gradient(&c, &gradient_entries(&c, 100));
+            let r = check_gradient(&c, &gradient_entries(&c, 100)).unwrap();
             assert_eq!(r.checked, 12);
             assert!(r.failures.is_empty(), "{:?}", r.failures);
         }
@@ -366,11 +382,11 @@ mod tests {
         let c = sample_case(Objective::UnbiasedTopK { k: 2 });
         let mut other = c.clone();
         other.g = 0.5;
-        let fd = check_gradient(&c, &[(0, 0)]);
+        let fd = check_gradient(&c, &[(0, 0)]).unwrap();
         assert!(fd.failures.is_empty());
         let serial = SeqwiseProfile::serial();
-        let a = with_precision(FD_PREC, || backward_on::<Exact>(&other, &serial, None).out.grad[0].v.to_f64());
-        let b = with_precision(FD_PREC, || backward_on::<Exact>(&c, &serial, None).out.grad[0].v.to_f64());
+        let a = with_precision(FD_PREC, || backward_on::<Exact>(&other, &serial, None).unwrap().out.grad[0].v.to_f64());
+        let b = with_precision(FD_PREC, || backward_on::<Exact>(&c, &serial, None).unwrap().out.grad[0].v.to_f64());
         assert_ne!(a, b);
     }
 
@@ -378,7 +394,7 @@ mod tests {
     fn clamp_tie_rows_are_kinks() {
         let mut c = SeqwiseCase::dense(1, 2, vec![EPS / 2.0, EPS / 2.0], Objective::ProvidedMap { map: vec![true, false] });
         c.clamp_tie = ClampTie::Inclusive;
-        let r = check_gradient(&c, &gradient_entries(&c, 10));
+        let r = check_gradient(&c, &gradient_entries(&c, 10)).unwrap();
         assert_eq!(r.kinks, 2);
         assert_eq!(r.checked, 0);
     }
@@ -386,7 +402,7 @@ mod tests {
     #[test]
     fn exact_forward_rounds_correctly() {
         let c = sample_case(Objective::UnbiasedTopK { k: 2 });
-        let x = exact_forward(&c, None);
+        let x = exact_forward(&c, None).unwrap();
         assert_eq!(x.undetermined, 0);
         assert_eq!(x.prec, START_PREC);
     }

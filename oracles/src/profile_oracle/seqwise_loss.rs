@@ -2,7 +2,7 @@
 //! each formula, with every sum in the order its profile names.
 
 use crate::case::seqwise_loss::{
-    ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2,
+    ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward, EPS, EPS2,
 };
 use crate::num::Num;
 use crate::profile::seqwise_loss::SeqwiseProfile;
@@ -28,13 +28,19 @@ pub struct Run<T> {
 }
 
 /// The profile oracle: forward in plain f32.
-pub fn forward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> SeqwiseForward<f32> {
-    forward_on::<f32>(case, profile, None).out
+pub fn forward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<SeqwiseForward<f32>, SeqwiseError> {
+    Ok(forward_on::<f32>(case, profile, None)?.out)
 }
 
 /// The profile oracle: backward in plain f32.
-pub fn backward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> SeqwiseBackward<f32> {
-    backward_on::<f32>(case, profile, None).out
+pub fn backward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<SeqwiseBackward<f32>, SeqwiseError> {
+    Ok(backward_on::<f32>(case, profile, None)?.out)
+}
+
+/// Checks the case and the profile: everything below may index freely.
+pub fn validate(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<(), SeqwiseError> {
+    case.validate()?;
+    profile.validate().map_err(SeqwiseError::Profile)
 }
 
 /// Per-row denominators: d_t (ProvidedMap) or D_t (UnbiasedTopK), with the
@@ -106,8 +112,29 @@ fn frequencies<N: Num>(case: &SeqwiseCase) -> (Vec<u32>, Vec<N>) {
 }
 
 /// Forward on any value type. `imposed` replaces the decisions the value type
-/// would take (the exact oracle takes the profile's).
+/// would take (the exact oracle takes the profile's); it must hold a decision
+/// for every row.
 pub fn forward_on<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    imposed: Option<&Decisions>,
+) -> Result<Run<SeqwiseForward<N>>, SeqwiseError> {
+    validate(case, profile)?;
+    check_decisions(case, imposed)?;
+    Ok(forward_unchecked(case, profile, imposed))
+}
+
+pub(crate) fn check_decisions(case: &SeqwiseCase, imposed: Option<&Decisions>) -> Result<(), SeqwiseError> {
+    match imposed {
+        Some(d) if d.keep_norm.len() != case.t || d.gate.len() != case.t => {
+            Err(SeqwiseError::Decisions { expected: case.t, got: d.keep_norm.len().min(d.gate.len()) })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`forward_on`] on a case and decisions already checked.
+pub(crate) fn forward_unchecked<N: Num>(
     case: &SeqwiseCase,
     profile: &SeqwiseProfile,
     imposed: Option<&Decisions>,
@@ -155,6 +182,17 @@ pub fn backward_on<N: Num>(
     case: &SeqwiseCase,
     profile: &SeqwiseProfile,
     imposed: Option<&Decisions>,
+) -> Result<Run<SeqwiseBackward<N>>, SeqwiseError> {
+    validate(case, profile)?;
+    check_decisions(case, imposed)?;
+    Ok(backward_unchecked(case, profile, imposed))
+}
+
+/// [`backward_on`] on a case and decisions already checked.
+pub(crate) fn backward_unchecked<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    imposed: Option<&Decisions>,
 ) -> Run<SeqwiseBackward<N>> {
     let (_, freq) = frequencies::<N>(case);
     let g = N::input(case.g);
@@ -196,7 +234,7 @@ mod tests {
         // 0.25/1), c = (4,4,0,0), f = (2,2,0,0): raw = 4. Derived by hand.
         let c = SeqwiseCase::dense(4, 4, vec![0.25; 16], Objective::UnbiasedTopK { k: 2 });
         for p in SeqwiseProfile::all() {
-            let f = forward(&c, &p);
+            let f = forward(&c, &p).unwrap();
             assert_eq!(f.counts, vec![4, 4, 0, 0]);
             assert_eq!(f.freq, vec![2.0, 2.0, 0.0, 0.0]);
             assert_eq!(f.raw, 4.0, "{}", p.name);
@@ -207,10 +245,22 @@ mod tests {
     fn padding_rows_get_positive_zero_gradient() {
         let mut c = SeqwiseCase::dense(2, 2, vec![0.5, 0.5, f32::NAN, -1.0], Objective::UnbiasedTopK { k: 1 });
         c.padding = Some(vec![false, true]);
-        let b = backward(&c, &SeqwiseProfile::serial());
+        let b = backward(&c, &SeqwiseProfile::serial()).unwrap();
         assert_eq!(b.grad[2].to_bits(), 0);
         assert_eq!(b.grad[3].to_bits(), 0);
         assert!(b.grad[0].is_finite());
+    }
+
+    #[test]
+    fn invalid_cases_and_profiles_are_errors() {
+        let mut c = SeqwiseCase::dense(1, 2, vec![0.5, 0.5], Objective::UnbiasedTopK { k: 3 });
+        assert!(matches!(forward(&c, &SeqwiseProfile::serial()), Err(SeqwiseError::KOutOfRange { .. })));
+        c.objective = Objective::UnbiasedTopK { k: 1 };
+        let mut p = SeqwiseProfile::gpu();
+        p.tokens = crate::order::ReductionOrder::chunked(0, crate::order::ReductionOrder::Serial, crate::order::ReductionOrder::Serial);
+        assert!(matches!(backward(&c, &p), Err(SeqwiseError::Profile(_))));
+        let short = Decisions { keep_norm: vec![], gate: vec![] };
+        assert!(forward_on::<f32>(&c, &SeqwiseProfile::serial(), Some(&short)).is_err());
     }
 
     #[test]
@@ -219,9 +269,9 @@ mod tests {
         // Inclusive opens it, so only Inclusive has a q term.
         let map = Objective::ProvidedMap { map: vec![true, false] };
         let mut c = SeqwiseCase::dense(1, 2, vec![EPS / 2.0, -EPS / 2.0], map);
-        let strict = backward(&c, &SeqwiseProfile::serial()).grad;
+        let strict = backward(&c, &SeqwiseProfile::serial()).unwrap().grad;
         c.clamp_tie = ClampTie::Inclusive;
-        let inclusive = backward(&c, &SeqwiseProfile::serial()).grad;
+        let inclusive = backward(&c, &SeqwiseProfile::serial()).unwrap().grad;
         assert_ne!(strict[0].to_bits(), inclusive[0].to_bits());
     }
 }
