@@ -36,6 +36,9 @@ pub struct ImportRequest {
 #[derive(Clone, Debug)]
 pub struct Imported {
     pub path: PathBuf,
+    /// The corpus already held this entry (the same shrunk case, property
+    /// and subject): it was kept as it was.
+    pub existed: bool,
     pub target: Target,
     pub failure: Failure,
     /// T x E before and after shrinking.
@@ -92,10 +95,13 @@ pub fn import(req: &ImportRequest) -> Result<Imported, ImportError> {
         Some(m) => m,
         None => failure.message.clone(),
     };
-    let entry = Entry::new(failure.step.property(), &failure.subject, &failure.profile, &message, shrunk.clone());
+    let note = format!("fuzz {}: {message}", target.name());
+    let entry = Entry::new(failure.step.property(), &failure.subject, &failure.profile, &note, shrunk.clone());
+    let existed = req.corpus.join(&entry.op).join(entry.file_name()).exists();
     let path = entry.save(&req.corpus)?;
     Ok(Imported {
         path,
+        existed,
         target,
         failure: Failure { message, ..failure },
         original: (case.t, case.e),
@@ -140,6 +146,9 @@ pub fn cmd_import(artifact: PathBuf, subject: Option<String>, target: Option<Str
                 i.shrunk.0,
                 i.shrunk.1
             );
+            if i.existed {
+                eprintln!("the corpus already holds this shrunk case for this property and subject; kept as it was");
+            }
             println!("{}", i.path.display());
             ExitCode::SUCCESS
         }
