@@ -281,3 +281,74 @@ pub fn run_target(target: Target, data: &[u8]) {
         panic!("{}", report(target, &case, &f));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subject::planted::Bug;
+
+    /// The short inputs libFuzzer starts from: 4-byte little-endian counters.
+    fn input(i: u32) -> [u8; 4] {
+        i.to_le_bytes()
+    }
+
+    #[test]
+    fn correct_subjects_pass_both_targets() {
+        let (subjects, _) = select_subjects(None).unwrap();
+        for i in 0..40 {
+            let case = from_fuzz_bytes(&input(i));
+            for target in Target::ALL {
+                let f = first_failure(target, &case, &subjects);
+                assert!(f.is_none(), "{}", report(target, &case, &f.unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn loss_bwd_finds_every_planted_bug_from_short_inputs() {
+        for bug in Bug::ALL {
+            let (subjects, _) = select_subjects(Some(&format!("bug:{}", bug.name()))).unwrap();
+            let found = (0..1000).find_map(|i| {
+                let case = from_fuzz_bytes(&input(i));
+                first_failure(Target::LossBwd, &case, &subjects).map(|f| (case, f))
+            });
+            let (case, f) = found.unwrap_or_else(|| panic!("bug:{} not found in 1000 inputs", bug.name()));
+            let text = report(Target::LossBwd, &case, &f);
+            assert!(text.contains(&format!("subject:  bug:{}", bug.name())), "{text}");
+            assert!(text.contains(&format!("property: {}", f.step.property())), "{text}");
+            // The case as exact JSON: it parses back to the same bits.
+            let json = text.lines().find(|l| l.starts_with('{')).unwrap();
+            let back: SeqwiseCase = serde_json::from_str(json).unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), serde_json::to_string(&case).unwrap());
+            assert!(still_fails(f.step, &f.subject, &case, &subjects));
+        }
+    }
+
+    #[test]
+    fn steps_follow_the_size_gates() {
+        let has = |t: Target, te: usize, p: Property| t.subject_steps(te, false).contains(&Step::Judge(p));
+        assert!(has(Target::LossFwd, ACCURACY_MAX_TE, Property::Accuracy));
+        assert!(!has(Target::LossFwd, ACCURACY_MAX_TE + 1, Property::Accuracy));
+        assert!(has(Target::LossBwd, GRADIENT_MAX_TE, Property::Gradient));
+        assert!(!has(Target::LossBwd, GRADIENT_MAX_TE + 1, Property::Gradient));
+        assert_eq!(Target::LossBwd.case_steps(FD_MAX_TE), vec![Step::FiniteDifferences]);
+        assert!(Target::LossBwd.case_steps(FD_MAX_TE + 1).is_empty());
+        assert!(Target::LossFwd.case_steps(1).is_empty());
+        assert!(Target::LossFwd.subject_steps(1, true).contains(&Step::Judge(Property::Determinism)));
+        assert!(!Target::LossFwd.subject_steps(1, false).contains(&Step::Judge(Property::Determinism)));
+        assert_eq!(Step::ForwardConformance.property(), Property::Conformance);
+        assert_eq!(Step::FiniteDifferences.property(), Property::Gradient);
+    }
+
+    #[test]
+    fn subject_lists_are_parsed_and_checked() {
+        let (s, skipped) = select_subjects(Some(" bug:fma-quotient, model:serial ,")).unwrap();
+        let names: Vec<String> = s.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["bug:fma-quotient", "model:serial"]);
+        assert!(skipped.is_empty());
+        assert!(select_subjects(Some("bug:nope")).err().unwrap_or_default().contains("unknown planted bug"));
+        assert!(!select_subjects(Some("")).unwrap().0.is_empty(), "empty means the default");
+        assert_eq!(Target::by_name("loss_bwd"), Some(Target::LossBwd));
+        assert_eq!(Target::by_name("loss"), None);
+    }
+}
