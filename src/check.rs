@@ -223,7 +223,10 @@ pub fn run(plan: &CheckPlan) -> Summary {
     for (key, (index, _, message)) in first_fail.into_inner().unwrap_or_else(|e| e.into_inner()) {
         let case = case_at(plan.seed, index, &plan.gen);
         if plan.progress {
-            eprintln!("shrinking {} / {} (case {index}, T x E = {} x {})...", key.property, key.subject, case.t, case.e);
+            eprintln!(
+                "shrinking {} / {} (case {index}, T x E = {} x {})...",
+                key.property, key.subject, case.t, case.e
+            );
         }
         let shrunk = shrink(&case, |c| still_fails(&key, c, &plan.subjects), plan.shrink_budget);
         let message = {

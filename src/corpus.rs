@@ -87,7 +87,8 @@ impl Entry {
 
     pub fn load(path: &Path) -> Result<Entry, CorpusError> {
         let text = std::fs::read_to_string(path).map_err(|source| CorpusError::Io { path: path.into(), source })?;
-        let entry: Entry = serde_json::from_str(&text).map_err(|source| CorpusError::Parse { path: path.into(), source })?;
+        let entry: Entry =
+            serde_json::from_str(&text).map_err(|source| CorpusError::Parse { path: path.into(), source })?;
         if !OPS.contains(&entry.op.as_str()) {
             return Err(CorpusError::UnknownOp { path: path.into(), op: entry.op, known: OPS });
         }

@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(name = "bitparity", version, about = "Proves GPU numeric kernels right: bit-exact and MPFR oracles, adversarial generators, a permanent corpus")]
+#[command(
+    name = "bitparity",
+    version,
+    about = "Proves GPU numeric kernels right: bit-exact and MPFR oracles, adversarial generators, a permanent corpus"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -183,7 +187,11 @@ fn cmd_check(
             return usage_error(format!("cannot write {}: {e}", path.display()));
         }
     }
-    if summary.failed() { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if summary.failed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn cmd_replay(path: &std::path::Path) -> ExitCode {
@@ -200,7 +208,14 @@ fn cmd_replay(path: &std::path::Path) -> ExitCode {
         let results = corpus::replay(entry, &avail.subjects);
         let ok = results.iter().all(|r| r.ok());
         bad += !ok as usize;
-        println!("{} {} ({} / {}, {})", if ok { "ok  " } else { "FAIL" }, p.display(), entry.property, entry.subject, entry.date);
+        println!(
+            "{} {} ({} / {}, {})",
+            if ok { "ok  " } else { "FAIL" },
+            p.display(),
+            entry.property,
+            entry.subject,
+            entry.date
+        );
         for r in results.iter().filter(|r| !r.ok() || r.must_fail) {
             let what = match (&r.failure, r.must_fail) {
                 (Some(_), true) => "still fails, as a planted bug must".to_string(),
@@ -212,7 +227,11 @@ fn cmd_replay(path: &std::path::Path) -> ExitCode {
         }
     }
     println!("\n{} entries replayed, {} passed, {} failed", entries.len(), entries.len() - bad, bad);
-    if bad > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if bad > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn cmd_selftest(json: Option<PathBuf>, seed: u64) -> ExitCode {
@@ -225,5 +244,9 @@ fn cmd_selftest(json: Option<PathBuf>, seed: u64) -> ExitCode {
             return usage_error(format!("cannot write {}: {e}", path.display()));
         }
     }
-    if reports.iter().all(|r| r.caught) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if reports.iter().all(|r| r.caught) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }

@@ -113,7 +113,11 @@ pub fn to_table(op: &str, s: &Summary) -> String {
     if !line.is_empty() {
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(out, "  {:<18}{:>6}  (cases where an exact decision differed from the profile's)", "decision-near-tie", s.near_tie_cases);
+    let _ = writeln!(
+        out,
+        "  {:<18}{:>6}  (cases where an exact decision differed from the profile's)",
+        "decision-near-tie", s.near_tie_cases
+    );
     for sk in &s.skipped {
         let _ = writeln!(out, "\nSKIPPED {}: {}", sk.suite, sk.reason);
     }
@@ -121,7 +125,15 @@ pub fn to_table(op: &str, s: &Summary) -> String {
         let _ = writeln!(
             out,
             "\nFAILED {} / {} ({}): case {} (T x E = {} x {}, shrunk to {} x {})\n  {}",
-            f.property, f.subject, f.profile, f.case_index, f.original_shape.0, f.original_shape.1, f.shrunk_shape.0, f.shrunk_shape.1, f.message
+            f.property,
+            f.subject,
+            f.profile,
+            f.case_index,
+            f.original_shape.0,
+            f.original_shape.1,
+            f.shrunk_shape.0,
+            f.shrunk_shape.1,
+            f.message
         );
         if let Some(p) = &f.saved {
             let _ = writeln!(out, "  saved to {}", p.display());

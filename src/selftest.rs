@@ -52,9 +52,7 @@ fn hunt(bug: Bug, seed: u64, cfg: &GenConfig) -> Hunt {
     let failing = |case: &SeqwiseCase| -> Option<Property> {
         HUNT.into_iter().find(|&p| judge(p, &subject, case, &mut References::default()).failure.is_some())
     };
-    let Some((first, property)) =
-        (0..MAX_CASES).find_map(|i| failing(&case_at(seed, i, cfg)).map(|p| (i, p)))
-    else {
+    let Some((first, property)) = (0..MAX_CASES).find_map(|i| failing(&case_at(seed, i, cfg)).map(|p| (i, p))) else {
         return Hunt { seed, cases: None, property: None, shrunk: None, message: None };
     };
     // Shrinking only removes and simplifies, so it can stop in a local
@@ -85,7 +83,8 @@ pub fn run(first_seed: u64, cfg: &GenConfig) -> Vec<BugReport> {
     Bug::ALL
         .iter()
         .map(|&bug| {
-            let hunts: Vec<Hunt> = (first_seed..first_seed + SEEDS).into_par_iter().map(|s| hunt(bug, s, cfg)).collect();
+            let hunts: Vec<Hunt> =
+                (first_seed..first_seed + SEEDS).into_par_iter().map(|s| hunt(bug, s, cfg)).collect();
             let mut cases: Vec<u64> = hunts.iter().filter_map(|h| h.cases).collect();
             cases.sort_unstable();
             let seeds_caught = cases.len() as u64;

@@ -41,7 +41,19 @@ fn check_passes_and_writes_json() {
 fn a_planted_failure_goes_to_the_corpus_and_replays() {
     let dir = tmp("corpus");
     let out = bitparity()
-        .args(["check", "--subject", "bug:offset-ignored", "--property", "conformance", "--cases", "50", "--seed", "1", "--quiet", "--corpus"])
+        .args([
+            "check",
+            "--subject",
+            "bug:offset-ignored",
+            "--property",
+            "conformance",
+            "--cases",
+            "50",
+            "--seed",
+            "1",
+            "--quiet",
+            "--corpus",
+        ])
         .arg(&dir)
         .output()
         .unwrap();

@@ -18,7 +18,13 @@ fn corpus_replays() {
     for (path, entry) in &entries {
         for r in replay(entry, &avail.subjects) {
             if !r.ok() {
-                bad.push(format!("{}: {} {}: {:?}", path.display(), r.subject, if r.must_fail { "must fail but passes" } else { "fails" }, r.failure));
+                bad.push(format!(
+                    "{}: {} {}: {:?}",
+                    path.display(),
+                    r.subject,
+                    if r.must_fail { "must fail but passes" } else { "fails" },
+                    r.failure
+                ));
             }
         }
     }

@@ -14,7 +14,9 @@ fn every_planted_bug_is_caught_and_shrunk() {
         let s = KernelModel::planted(bug);
         let found = (0..200).find_map(|i| {
             let case = case_at(7, i, &cfg);
-            HUNT.into_iter().find(|&p| judge(p, &s, &case, &mut References::default()).failure.is_some()).map(|p| (i, p, case))
+            HUNT.into_iter()
+                .find(|&p| judge(p, &s, &case, &mut References::default()).failure.is_some())
+                .map(|p| (i, p, case))
         });
         let (i, p, case) = found.unwrap_or_else(|| panic!("{} not caught in 200 cases", bug.name()));
         let small = shrink(&case, |c| judge(p, &s, c, &mut References::default()).failure.is_some(), 20_000);

@@ -37,8 +37,7 @@ impl ReductionOrder {
     pub fn validate(&self) -> Result<(), String> {
         match self {
             ReductionOrder::Serial | ReductionOrder::Butterfly => Ok(()),
-            ReductionOrder::Chunked { chunk: n, inner, outer }
-            | ReductionOrder::Strided { lanes: n, inner, outer } => {
+            ReductionOrder::Chunked { chunk: n, inner, outer } | ReductionOrder::Strided { lanes: n, inner, outer } => {
                 if *n == 0 {
                     return Err(format!("{self}: a size of 0"));
                 }
@@ -97,9 +96,7 @@ impl ReductionOrder {
             ReductionOrder::Chunked { chunk, inner, outer } => {
                 inner.depth((*chunk).min(n)) + outer.depth(n.div_ceil(*chunk))
             }
-            ReductionOrder::Strided { lanes, inner, outer } => {
-                inner.depth(n.div_ceil(*lanes)) + outer.depth(*lanes)
-            }
+            ReductionOrder::Strided { lanes, inner, outer } => inner.depth(n.div_ceil(*lanes)) + outer.depth(*lanes),
             ReductionOrder::Butterfly => n.max(1).next_power_of_two().trailing_zeros() as usize,
         }
     }

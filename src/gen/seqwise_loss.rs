@@ -11,9 +11,7 @@
 //! consistent), drop padding and layout, simplify values toward 0, 1 and
 //! short binary fractions.
 
-use oracles::case::seqwise_loss::{
-    ClampTie, Layout, Objective, SeqwiseCase, EPS, MAX_OFFSET,
-};
+use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS, MAX_OFFSET};
 use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_LANES, GPU_TOKEN_CHUNK};
 use proptest::prelude::{Rng, RngExt};
 use proptest::strategy::{Strategy, ValueTree};
@@ -84,12 +82,34 @@ pub enum Class {
 
 impl Class {
     pub const ALL: [Class; 28] = [
-        Class::TinyT, Class::TEdge, Class::OddE, Class::PrimeE, Class::EUnaligned, Class::KOne,
-        Class::KAll, Class::Offset, Class::RowStride, Class::Signed, Class::Subnormal,
-        Class::SignedZero, Class::Saturated, Class::ClampTie, Class::TopkTie, Class::NearTie,
-        Class::Cancel, Class::AllPadding, Class::PoisonedPadding, Class::NonFiniteValid,
-        Class::GZero, Class::GUnit, Class::GTiny, Class::GHuge, Class::ProvidedMap,
-        Class::UnbiasedTopK, Class::Strict, Class::Inclusive,
+        Class::TinyT,
+        Class::TEdge,
+        Class::OddE,
+        Class::PrimeE,
+        Class::EUnaligned,
+        Class::KOne,
+        Class::KAll,
+        Class::Offset,
+        Class::RowStride,
+        Class::Signed,
+        Class::Subnormal,
+        Class::SignedZero,
+        Class::Saturated,
+        Class::ClampTie,
+        Class::TopkTie,
+        Class::NearTie,
+        Class::Cancel,
+        Class::AllPadding,
+        Class::PoisonedPadding,
+        Class::NonFiniteValid,
+        Class::GZero,
+        Class::GUnit,
+        Class::GTiny,
+        Class::GHuge,
+        Class::ProvidedMap,
+        Class::UnbiasedTopK,
+        Class::Strict,
+        Class::Inclusive,
     ];
 }
 
@@ -152,18 +172,18 @@ fn edge_t(max_t: usize) -> Vec<usize> {
 }
 
 fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usize) {
-    let e = if rng.random_bool(0.75) {
-        pick(rng, &INTERESTING_E)
-    } else {
-        rng.random_range(1..=cfg.max_e.max(1))
-    }
-    .min(cfg.max_e.max(1));
+    let e = if rng.random_bool(0.75) { pick(rng, &INTERESTING_E) } else { rng.random_range(1..=cfg.max_e.max(1)) }
+        .min(cfg.max_e.max(1));
     let cap = (cfg.max_te / e).clamp(1, cfg.max_t.max(1));
     let t = match rng.random_range(0..10) {
         0..=3 => rng.random_range(1..=3),
         4..=6 => {
             let edges: Vec<usize> = edge_t(cap);
-            if edges.is_empty() { 1 } else { pick(rng, &edges) }
+            if edges.is_empty() {
+                1
+            } else {
+                pick(rng, &edges)
+            }
         }
         _ => rng.random_range(1..=cap.min(200)),
     };
@@ -176,7 +196,11 @@ fn wide<R: Rng + ?Sized>(rng: &mut R, min_exp: i32, max_exp: i32) -> f32 {
     let exp = rng.random_range(min_exp..=max_exp);
     let m: f32 = 1.0 + rng.random::<u32>() as f32 / 4_294_967_296.0;
     let x = (m as f64 * 2f64.powi(exp)) as f32;
-    if rng.random_bool(0.5) { -x } else { x }
+    if rng.random_bool(0.5) {
+        -x
+    } else {
+        x
+    }
 }
 
 fn sigmoid_like<R: Rng + ?Sized>(rng: &mut R) -> f32 {
@@ -206,9 +230,18 @@ enum RowKind {
 }
 
 const ROW_KINDS: [RowKind; 12] = [
-    RowKind::Sigmoid, RowKind::Signed, RowKind::Wide, RowKind::Subnormal, RowKind::Zeros,
-    RowKind::Saturated, RowKind::ClampTie, RowKind::TopkTie, RowKind::AllEqual, RowKind::NearTie,
-    RowKind::Cancel, RowKind::NonFinite,
+    RowKind::Sigmoid,
+    RowKind::Signed,
+    RowKind::Wide,
+    RowKind::Subnormal,
+    RowKind::Zeros,
+    RowKind::Saturated,
+    RowKind::ClampTie,
+    RowKind::TopkTie,
+    RowKind::AllEqual,
+    RowKind::NearTie,
+    RowKind::Cancel,
+    RowKind::NonFinite,
 ];
 
 fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, e: usize, k: usize) -> Vec<f32> {
@@ -231,9 +264,9 @@ fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, e: usize, k: usize)
                 _ => *x,
             }
         }),
-        RowKind::Saturated => row.iter_mut().for_each(|x| {
-            *x = pick(rng, &[0.0, 1.0, 1.0 - f32::EPSILON / 2.0, f32::EPSILON / 2.0, *x])
-        }),
+        RowKind::Saturated => {
+            row.iter_mut().for_each(|x| *x = pick(rng, &[0.0, 1.0, 1.0 - f32::EPSILON / 2.0, f32::EPSILON / 2.0, *x]))
+        }
         RowKind::ClampTie => {
             // L1 norm exactly eps or one ulp off, in every summation order:
             // at most two non-zero magnitudes a + b = target, both exact.
@@ -429,7 +462,13 @@ pub fn classify(case: &SeqwiseCase) -> BTreeSet<Class> {
                 if k < e {
                     let (a, b) = (sorted[k - 1], sorted[k]);
                     add(a == b || all_equal, Class::TopkTie);
-                    add(a.is_finite() && b.is_finite() && a != b && (a.to_bits() as i64 - b.to_bits() as i64).abs() == 1, Class::NearTie);
+                    add(
+                        a.is_finite()
+                            && b.is_finite()
+                            && a != b
+                            && (a.to_bits() as i64 - b.to_bits() as i64).abs() == 1,
+                        Class::NearTie,
+                    );
                 } else {
                     add(all_equal, Class::TopkTie);
                 }
@@ -585,9 +624,8 @@ fn keep_rows(case: &SeqwiseCase, rows: &[usize]) -> SeqwiseCase {
     c.scores = rows.iter().flat_map(|&r| case.row(r).to_vec()).collect();
     c.padding = case.padding.as_ref().map(|p| rows.iter().map(|&r| p[r]).collect());
     if let Objective::ProvidedMap { map } = &case.objective {
-        c.objective = Objective::ProvidedMap {
-            map: rows.iter().flat_map(|&r| map[r * e..(r + 1) * e].to_vec()).collect(),
-        };
+        c.objective =
+            Objective::ProvidedMap { map: rows.iter().flat_map(|&r| map[r * e..(r + 1) * e].to_vec()).collect() };
     }
     c
 }
@@ -681,7 +719,7 @@ impl ValueTree for SeqwiseTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::test_runner::{Config, TestRng, RngAlgorithm};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng};
 
     #[test]
     fn generated_cases_are_valid() {

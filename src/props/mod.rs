@@ -28,8 +28,13 @@ pub enum Property {
 
 impl Property {
     pub const ALL: [Property; 7] = [
-        Property::Conformance, Property::Padding, Property::OffsetStride, Property::Determinism,
-        Property::Validation, Property::Accuracy, Property::Gradient,
+        Property::Conformance,
+        Property::Padding,
+        Property::OffsetStride,
+        Property::Determinism,
+        Property::Validation,
+        Property::Accuracy,
+        Property::Gradient,
     ];
     pub fn name(self) -> &'static str {
         match self {

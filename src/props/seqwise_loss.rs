@@ -108,9 +108,13 @@ pub fn diff_backward(expected: &SeqwiseBackward<f32>, got: &SeqwiseBackward<f32>
     if expected.grad.len() != got.grad.len() {
         return Some(format!("{} gradient entries, expected {}", got.grad.len(), expected.grad.len()));
     }
-    expected.grad.iter().zip(&got.grad).enumerate().find(|(_, (a, b))| !same_bits(**a, **b)).map(|(i, (a, b))| {
-        format!("grad[{}][{}]: expected {}, got {}", i / e, i % e, bits(*a), bits(*b))
-    })
+    expected
+        .grad
+        .iter()
+        .zip(&got.grad)
+        .enumerate()
+        .find(|(_, (a, b))| !same_bits(**a, **b))
+        .map(|(i, (a, b))| format!("grad[{}][{}]: expected {}, got {}", i / e, i % e, bits(*a), bits(*b)))
 }
 
 /// Forward and backward of `s` on `a` and `b` must agree bitwise; the first
@@ -131,7 +135,11 @@ fn same_results(s: &dyn SeqwiseSubject, a: &SeqwiseCase, b: &SeqwiseCase, what: 
             return Ok(Some(format!("{what}: {d}")));
         }
         if let Some(i) = bb.grad[n..].iter().position(|g| g.to_bits() != 0) {
-            return Ok(Some(format!("{what}: appended padding gradient [{}] = {}, expected +0.0", a.t + i / a.e, bits(bb.grad[n + i]))));
+            return Ok(Some(format!(
+                "{what}: appended padding gradient [{}] = {}, expected +0.0",
+                a.t + i / a.e,
+                bits(bb.grad[n + i])
+            )));
         }
         Ok(None)
     };
@@ -158,7 +166,8 @@ pub fn judge(property: Property, s: &dyn SeqwiseSubject, case: &SeqwiseCase, ref
 pub fn conformance(s: &dyn SeqwiseSubject, case: &SeqwiseCase) -> Judgement {
     let p = s.profile();
     let run = || -> Result<Option<String>, String> {
-        let refused = |e: oracles::case::seqwise_loss::SeqwiseError| format!("the profile oracle refused the case: {e}");
+        let refused =
+            |e: oracles::case::seqwise_loss::SeqwiseError| format!("the profile oracle refused the case: {e}");
         let f = forward(s, case)?;
         if let Some(d) = diff_forward(&oracle::forward(case, &p).map_err(refused)?, &f) {
             return Ok(Some(format!("forward {d}")));
@@ -216,9 +225,10 @@ pub fn finite_differences(case: &SeqwiseCase) -> Judgement {
         Err(e) => return Judgement::fail(format!("the MPFR oracle refused the case: {e}")),
     };
     Judgement {
-        failure: r.failures.first().map(|(t, k, a, d)| {
-            format!("d raw/d s[{t}][{k}]: analytic {a:e}, finite difference {d:e}")
-        }),
+        failure: r
+            .failures
+            .first()
+            .map(|(t, k, a, d)| format!("d raw/d s[{t}][{k}]: analytic {a:e}, finite difference {d:e}")),
         kinks: r.kinks,
         unbounded: r.nonfinite,
         ..Default::default()
@@ -275,7 +285,9 @@ fn validation(s: &dyn SeqwiseSubject, case: &SeqwiseCase) -> Judgement {
             match o {
                 Ok(Err(SubjectError::Invalid(_))) => {}
                 Ok(Ok(())) => return Judgement::fail(format!("{dir} accepted an invalid input ({what})")),
-                Ok(Err(e)) => return Judgement::fail(format!("{dir} on {what}: {e} (expected an invalid-input error)")),
+                Ok(Err(e)) => {
+                    return Judgement::fail(format!("{dir} on {what}: {e} (expected an invalid-input error)"))
+                }
                 Err(_) => return Judgement::fail(format!("{dir} panicked on an invalid input ({what})")),
             }
         }
@@ -351,7 +363,8 @@ mod tests {
 
     #[test]
     fn planted_offset_bug_fails_conformance() {
-        let mut case = SeqwiseCase::dense(2, 3, vec![0.5, 0.25, 0.125, 0.3, 0.2, 0.1], Objective::UnbiasedTopK { k: 1 });
+        let mut case =
+            SeqwiseCase::dense(2, 3, vec![0.5, 0.25, 0.125, 0.3, 0.2, 0.1], Objective::UnbiasedTopK { k: 1 });
         case.layout.offset = 1;
         let j = conformance(&KernelModel::planted(Bug::OffsetIgnored), &case);
         assert!(!j.passed());

@@ -90,7 +90,10 @@ pub fn resolve(name: &str) -> Result<Vec<Arc<dyn SeqwiseSubject>>, String> {
     let one = |s: Arc<dyn SeqwiseSubject>| Ok(vec![s]);
     match name {
         "all" => Ok(available().subjects),
-        "bugs" => Ok(planted::KernelModel::all_planted().into_iter().map(|m| Arc::new(m) as Arc<dyn SeqwiseSubject>).collect()),
+        "bugs" => Ok(planted::KernelModel::all_planted()
+            .into_iter()
+            .map(|m| Arc::new(m) as Arc<dyn SeqwiseSubject>)
+            .collect()),
         "cuda" => cuda::probe().map(|c| vec![Arc::new(c) as Arc<dyn SeqwiseSubject>]).map_err(|r| format!("cuda: {r}")),
         _ => {
             if let Some(p) = name.strip_prefix("oracle:") {

@@ -44,8 +44,15 @@ pub enum Bug {
 
 impl Bug {
     pub const ALL: [Bug; 9] = [
-        Bug::UnbiasedL1Backward, Bug::GateWrongSide, Bug::FmaQuotient, Bug::PaddingCountedInC,
-        Bug::PaddingRead, Bug::TopkTiesHigh, Bug::OffsetIgnored, Bug::WrongOrder, Bug::FreqReassociated,
+        Bug::UnbiasedL1Backward,
+        Bug::GateWrongSide,
+        Bug::FmaQuotient,
+        Bug::PaddingCountedInC,
+        Bug::PaddingRead,
+        Bug::TopkTiesHigh,
+        Bug::OffsetIgnored,
+        Bug::WrongOrder,
+        Bug::FreqReassociated,
     ];
 
     pub fn name(self) -> &'static str {
@@ -180,8 +187,8 @@ impl KernelModel {
     /// The row denominator and the gate.
     fn denominator(&self, v: &View, case: &SeqwiseCase, t: usize, backward: bool) -> (f32, bool) {
         let e_n = case.e;
-        let l1 = matches!(case.objective, Objective::ProvidedMap { .. })
-            || (backward && self.has(Bug::UnbiasedL1Backward));
+        let l1 =
+            matches!(case.objective, Objective::ProvidedMap { .. }) || (backward && self.has(Bug::UnbiasedL1Backward));
         if !l1 {
             let row: Vec<f32> = (0..e_n).map(|e| v.s(t, e)).collect();
             return (self.profile.row.reduce(&row) + EPS2, false);
@@ -197,11 +204,11 @@ impl KernelModel {
         let v = self.view(case);
         let (counts, freq) = self.frequencies(&v, case);
         let reads = |t: usize| !case.is_padding(t) || self.has(Bug::PaddingRead);
-        let d: Vec<f32> = (0..case.t).map(|t| if reads(t) { self.denominator(&v, case, t, false).0 } else { 0.0 }).collect();
+        let d: Vec<f32> =
+            (0..case.t).map(|t| if reads(t) { self.denominator(&v, case, t, false).0 } else { 0.0 }).collect();
         let p_sum: Vec<f32> = (0..case.e)
             .map(|e| {
-                let column: Vec<f32> =
-                    (0..case.t).map(|t| if reads(t) { v.s(t, e) / d[t] } else { 0.0 }).collect();
+                let column: Vec<f32> = (0..case.t).map(|t| if reads(t) { v.s(t, e) / d[t] } else { 0.0 }).collect();
                 self.profile.tokens.reduce(&column)
             })
             .collect();

@@ -66,8 +66,19 @@ pub mod hexf {
         #[test]
         fn round_trips_every_class() {
             for x in [
-                0.0f32, -0.0, 1.0, -1.5, 1e-12, f32::MIN_POSITIVE, 1e-45, 3e-40, f32::MAX,
-                f32::INFINITY, f32::NEG_INFINITY, 0.1, 1.0 - f32::EPSILON / 2.0,
+                0.0f32,
+                -0.0,
+                1.0,
+                -1.5,
+                1e-12,
+                f32::MIN_POSITIVE,
+                1e-45,
+                3e-40,
+                f32::MAX,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                0.1,
+                1.0 - f32::EPSILON / 2.0,
             ] {
                 let s = super::format(x);
                 assert_eq!(super::parse(&s).unwrap().to_bits(), x.to_bits(), "{s}");

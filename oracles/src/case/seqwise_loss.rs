@@ -212,9 +212,7 @@ impl SeqwiseCase {
 pub fn topk_order(a: (usize, f32), b: (usize, f32)) -> Ordering {
     let rank = |x: f32| if x.is_nan() { (1, 0.0) } else { (0, x) };
     let (ra, rb) = (rank(a.1), rank(b.1));
-    rb.0.cmp(&ra.0)
-        .then(rb.1.partial_cmp(&ra.1).unwrap_or(Ordering::Equal))
-        .then(a.0.cmp(&b.0))
+    rb.0.cmp(&ra.0).then(rb.1.partial_cmp(&ra.1).unwrap_or(Ordering::Equal)).then(a.0.cmp(&b.0))
 }
 
 /// The indices of the k largest values under [`topk_order`], ascending.

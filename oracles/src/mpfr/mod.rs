@@ -60,7 +60,11 @@ pub struct Exact {
 impl Exact {
     fn from_op(v: Float, dir: Ordering, propagated: f64) -> Self {
         let err = if !v.is_finite() || !propagated.is_finite() {
-            if v.is_finite() { f64::INFINITY } else { propagated }
+            if v.is_finite() {
+                f64::INFINITY
+            } else {
+                propagated
+            }
         } else if dir == Ordering::Equal {
             propagated
         } else {
@@ -220,7 +224,13 @@ pub fn judge(computed: f32, bound: f64, exact: &Exact) -> Verdict {
     }
     if computed.is_infinite() || exact.v.is_infinite() {
         let same = exact.v.is_infinite() && computed == exact.v.to_f32();
-        return if same { Verdict::Within { ratio: 0.0 } } else if bound.is_infinite() { Verdict::Unbounded } else { Verdict::Outside { ratio: f64::INFINITY } };
+        return if same {
+            Verdict::Within { ratio: 0.0 }
+        } else if bound.is_infinite() {
+            Verdict::Unbounded
+        } else {
+            Verdict::Outside { ratio: f64::INFINITY }
+        };
     }
     if bound.is_infinite() {
         return Verdict::Unbounded;
@@ -229,7 +239,13 @@ pub fn judge(computed: f32, bound: f64, exact: &Exact) -> Verdict {
     let diff = Float::with_val_round(exact.v.prec() + 32, &exact.v - computed, Round::Nearest).0;
     let diff = diff.to_f64_round(Round::Down).abs().min(diff.to_f64_round(Round::Up).abs());
     let allowed = add_up(bound, exact.err);
-    let ratio = if diff == 0.0 { 0.0 } else if bound == 0.0 { f64::INFINITY } else { diff / bound };
+    let ratio = if diff == 0.0 {
+        0.0
+    } else if bound == 0.0 {
+        f64::INFINITY
+    } else {
+        diff / bound
+    };
     if diff <= allowed {
         Verdict::Within { ratio: ratio.min(1.0) }
     } else {

@@ -1,10 +1,10 @@
 //! The exact `seqwise_loss` (forward, backward) and the gradient check.
 
 use super::{correctly_rounded, with_precision, Exact, MAX_PREC, START_PREC};
+use crate::case::seqwise_loss::SeqwiseError;
 use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
 use crate::num::Num;
 use crate::profile::seqwise_loss::SeqwiseProfile;
-use crate::case::seqwise_loss::SeqwiseError;
 use crate::profile_oracle::seqwise_loss::{
     backward_on, backward_unchecked, check_decisions, forward_on, forward_unchecked, validate, Decisions, Run,
 };
@@ -45,10 +45,7 @@ pub fn exact_forward(
     let serial = SeqwiseProfile::serial();
     validate(case, &serial)?;
     check_decisions(case, imposed)?;
-    Ok(ziv(
-        || forward_unchecked::<Exact>(case, &serial, imposed),
-        |f| std::iter::once(&f.raw).chain(&f.freq).collect(),
-    ))
+    Ok(ziv(|| forward_unchecked::<Exact>(case, &serial, imposed), |f| std::iter::once(&f.raw).chain(&f.freq).collect()))
 }
 
 /// The exact backward (see [`exact_forward`]).
@@ -175,7 +172,11 @@ fn row_objective(row: &[f32], k: usize, step: &Float, a: &[Exact], provided: boo
     let serial = crate::order::ReductionOrder::Serial;
     let d = if provided {
         let n = serial.reduce(&s.iter().map(Num::abs).collect::<Vec<_>>());
-        if n.cmp_f32(EPS) == Some(Ordering::Less) { Exact::input(EPS) } else { n }
+        if n.cmp_f32(EPS) == Some(Ordering::Less) {
+            Exact::input(EPS)
+        } else {
+            n
+        }
     } else {
         serial.reduce(&s).add(&Exact::input(EPS2))
     };
@@ -210,9 +211,9 @@ fn is_kink(case: &SeqwiseCase, t: usize, k: usize, h: &Float, selected: &[bool],
         return dist <= *h;
     }
     let sk = Float::with_val(FD_PREC, row[k]);
-    row.iter().enumerate().any(|(j, &sj)| {
-        j != k && selected[j] != selected[k] && Float::with_val(FD_PREC, &sk - sj).abs() <= *h
-    })
+    row.iter()
+        .enumerate()
+        .any(|(j, &sj)| j != k && selected[j] != selected[k] && Float::with_val(FD_PREC, &sk - sj).abs() <= *h)
 }
 
 /// Entries for the gradient check: every one of a small case, else up to
@@ -222,10 +223,12 @@ pub fn gradient_entries(case: &SeqwiseCase, max: usize) -> Vec<(usize, usize)> {
     if all <= max {
         return (0..all).map(|i| (i / case.e, i % case.e)).collect();
     }
-    let mut v: Vec<(usize, usize)> = (0..max).map(|i| {
-        let flat = i * (all - 1) / (max - 1).max(1);
-        (flat / case.e, flat % case.e)
-    }).collect();
+    let mut v: Vec<(usize, usize)> = (0..max)
+        .map(|i| {
+            let flat = i * (all - 1) / (max - 1).max(1);
+            (flat / case.e, flat % case.e)
+        })
+        .collect();
     v.dedup();
     v
 }
@@ -345,7 +348,12 @@ mod tests {
 
     #[test]
     fn both_profiles_are_within_their_bounds() {
-        for obj in [Objective::UnbiasedTopK { k: 2 }, Objective::ProvidedMap { map: vec![true, false, false, true, false, true, true, false, true, true, false, false] }] {
+        for obj in [
+            Objective::UnbiasedTopK { k: 2 },
+            Objective::ProvidedMap {
+                map: vec![true, false, false, true, false, true, true, false, true, true, false, false],
+            },
+        ] {
             let c = sample_case(obj);
             for p in SeqwiseProfile::all() {
                 let fr = ForwardReference::new(&c, &p).unwrap();
@@ -392,7 +400,8 @@ mod tests {
 
     #[test]
     fn clamp_tie_rows_are_kinks() {
-        let mut c = SeqwiseCase::dense(1, 2, vec![EPS / 2.0, EPS / 2.0], Objective::ProvidedMap { map: vec![true, false] });
+        let mut c =
+            SeqwiseCase::dense(1, 2, vec![EPS / 2.0, EPS / 2.0], Objective::ProvidedMap { map: vec![true, false] });
         c.clamp_tie = ClampTie::Inclusive;
         let r = check_gradient(&c, &gradient_entries(&c, 10)).unwrap();
         assert_eq!(r.kinks, 2);

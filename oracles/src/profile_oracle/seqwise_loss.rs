@@ -51,11 +51,7 @@ struct Denominators<N> {
     near_ties: usize,
 }
 
-fn denominators<N: Num>(
-    case: &SeqwiseCase,
-    profile: &SeqwiseProfile,
-    imposed: Option<&Decisions>,
-) -> Denominators<N> {
+fn denominators<N: Num>(case: &SeqwiseCase, profile: &SeqwiseProfile, imposed: Option<&Decisions>) -> Denominators<N> {
     let mut d = Vec::with_capacity(case.t);
     let mut decisions = Decisions { keep_norm: vec![true; case.t], gate: vec![true; case.t] };
     let mut near_ties = 0;
@@ -152,15 +148,9 @@ pub(crate) fn forward_unchecked<N: Num>(
             p[e * t_n + t] = N::input(s).div(&den.d[t]);
         }
     }
-    let terms: Vec<N> = (0..e_n)
-        .map(|e| freq[e].mul(&profile.tokens.reduce(&p[e * t_n..(e + 1) * t_n])))
-        .collect();
+    let terms: Vec<N> = (0..e_n).map(|e| freq[e].mul(&profile.tokens.reduce(&p[e * t_n..(e + 1) * t_n]))).collect();
     let raw = profile.raw.reduce(&terms);
-    Run {
-        out: SeqwiseForward { raw, counts, freq },
-        decisions: den.decisions,
-        near_ties: den.near_ties,
-    }
+    Run { out: SeqwiseForward { raw, counts, freq }, decisions: den.decisions, near_ties: den.near_ties }
 }
 
 /// sgn(s): +1, -1, +0.0 for either zero (PyTorch's (0 < x) - (x < 0)), NaN
@@ -206,8 +196,7 @@ pub(crate) fn backward_unchecked<N: Num>(
         }
         let d = &den.d[t];
         let row = case.row(t);
-        let terms: Vec<N> =
-            row.iter().zip(&a).map(|(&s, a_e)| a_e.mul(&N::input(s).div(d).div(d)).neg()).collect();
+        let terms: Vec<N> = row.iter().zip(&a).map(|(&s, a_e)| a_e.mul(&N::input(s).div(d).div(d)).neg()).collect();
         let q = profile.q.reduce(&terms);
         let out = &mut grad[t * case.e..(t + 1) * case.e];
         for ((g_tk, &s), a_k) in out.iter_mut().zip(row).zip(&a) {
@@ -257,7 +246,11 @@ mod tests {
         assert!(matches!(forward(&c, &SeqwiseProfile::serial()), Err(SeqwiseError::KOutOfRange { .. })));
         c.objective = Objective::UnbiasedTopK { k: 1 };
         let mut p = SeqwiseProfile::gpu();
-        p.tokens = crate::order::ReductionOrder::chunked(0, crate::order::ReductionOrder::Serial, crate::order::ReductionOrder::Serial);
+        p.tokens = crate::order::ReductionOrder::chunked(
+            0,
+            crate::order::ReductionOrder::Serial,
+            crate::order::ReductionOrder::Serial,
+        );
         assert!(matches!(backward(&c, &p), Err(SeqwiseError::Profile(_))));
         let short = Decisions { keep_norm: vec![], gate: vec![] };
         assert!(forward_on::<f32>(&c, &SeqwiseProfile::serial(), Some(&short)).is_err());
