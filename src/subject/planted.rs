@@ -15,7 +15,6 @@ use oracles::case::seqwise_loss::{
 };
 use oracles::order::ReductionOrder;
 use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_LANES};
-use std::cmp::Ordering;
 
 /// A deliberate mistake, each one that real kernels have shipped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -142,17 +141,17 @@ impl KernelModel {
         match &case.objective {
             Objective::ProvidedMap { map } => map[t * e_n..(t + 1) * e_n].to_vec(),
             Objective::UnbiasedTopK { k } => {
-                // Rank of each expert: how many others come before it. The
-                // bug breaks ties toward the higher index (indices mirrored).
+                // The experts in selection order (a total order: indices
+                // break every tie), the first k selected. The bug breaks
+                // ties toward the higher index (indices mirrored).
                 let idx = |j: usize| if self.has(Bug::TopkTiesHigh) { e_n - 1 - j } else { j };
-                (0..e_n)
-                    .map(|e| {
-                        let before = (0..e_n)
-                            .filter(|&j| topk_order((idx(j), v.s(t, j)), (idx(e), v.s(t, e))) == Ordering::Less)
-                            .count();
-                        before < *k
-                    })
-                    .collect()
+                let mut order: Vec<usize> = (0..e_n).collect();
+                order.sort_unstable_by(|&a, &b| topk_order((idx(a), v.s(t, a)), (idx(b), v.s(t, b))));
+                let mut selected = vec![false; e_n];
+                for &e in &order[..*k] {
+                    selected[e] = true;
+                }
+                selected
             }
         }
     }
