@@ -367,7 +367,7 @@ mod tests {
                 assert!(b.outside.is_empty(), "{:?}", b.outside);
                 // A result off by a few ulps in raw is outside the bound.
                 let mut wrong = fr.oracle();
-                wrong.raw = wrong.raw * (1.0 + 64.0 * f32::EPSILON);
+                wrong.raw *= 1.0 + 64.0 * f32::EPSILON;
                 assert!(!fr.judge(&wrong).outside.is_empty());
             }
         }
