@@ -130,13 +130,13 @@ pub fn judge_case(
     out
 }
 
-/// Whether `case` still fails `key` (the shrinker's predicate).
-fn still_fails(key: &RowKey, case: &SeqwiseCase, subjects: &[Arc<dyn SeqwiseSubject>]) -> bool {
+/// The failure of row `key` on `case`, if it fails (the shrinker's predicate).
+fn failure_of(key: &RowKey, case: &SeqwiseCase, subjects: &[Arc<dyn SeqwiseSubject>]) -> Option<String> {
     if key.subject == MPFR_SUBJECT {
-        return !finite_differences(case).passed();
+        return finite_differences(case).failure;
     }
-    let Some(s) = subjects.iter().find(|s| s.name() == key.subject) else { return false };
-    !judge(key.property, s.as_ref(), case, &mut References::default()).passed()
+    let s = subjects.iter().find(|s| s.name() == key.subject)?;
+    judge(key.property, s.as_ref(), case, &mut References::default()).failure
 }
 
 /// Runs the plan.
@@ -159,7 +159,7 @@ pub fn run(plan: &CheckPlan) -> Summary {
     };
     let state = Mutex::new(Summary { seed: plan.seed, skipped: plan.skipped.clone(), ..Default::default() });
     // The smallest failing case per row: (case index, T x E, message).
-    let first_fail: Mutex<BTreeMap<RowKey, (u64, usize, String)>> = Mutex::new(BTreeMap::new());
+    let smallest_fail: Mutex<BTreeMap<RowKey, (u64, usize, String)>> = Mutex::new(BTreeMap::new());
     // Workers pull case indices from one counter until the case count or
     // the time budget is reached: no batch waits for its slowest case.
     let counter = std::sync::atomic::AtomicU64::new(0);
@@ -195,7 +195,7 @@ pub fn run(plan: &CheckPlan) -> Summary {
                     }
                     if let Some(m) = j.failure {
                         row.failures += 1;
-                        let mut ff = first_fail.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut ff = smallest_fail.lock().unwrap_or_else(|e| e.into_inner());
                         // Keep the smallest failing case (then the earliest):
                         // the shrinker starts closer to a minimal one.
                         let size = case.t * case.e;
@@ -219,8 +219,8 @@ pub fn run(plan: &CheckPlan) -> Summary {
     });
     bar.finish_and_clear();
     let mut summary = state.into_inner().unwrap_or_else(|e| e.into_inner());
-    // Shrink the first failure of each row, save it.
-    for (key, (index, _, message)) in first_fail.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    // Shrink the smallest failure of each row, save it.
+    for (key, (index, _, message)) in smallest_fail.into_inner().unwrap_or_else(|e| e.into_inner()) {
         let case = case_at(plan.seed, index, &plan.gen);
         if plan.progress {
             eprintln!(
@@ -228,16 +228,9 @@ pub fn run(plan: &CheckPlan) -> Summary {
                 key.property, key.subject, case.t, case.e
             );
         }
-        let shrunk = shrink(&case, |c| still_fails(&key, c, &plan.subjects), plan.shrink_budget);
-        let message = {
-            // The message of the shrunk case, which is what the entry stores.
-            let s = plan.subjects.iter().find(|s| s.name() == key.subject);
-            let j = match s {
-                Some(s) => judge(key.property, s.as_ref(), &shrunk, &mut References::default()),
-                None => finite_differences(&shrunk),
-            };
-            j.failure.unwrap_or(message)
-        };
+        let shrunk = shrink(&case, |c| failure_of(&key, c, &plan.subjects).is_some(), plan.shrink_budget);
+        // The entry stores the shrunk case's own message.
+        let message = failure_of(&key, &shrunk, &plan.subjects).unwrap_or(message);
         let saved = plan.corpus.as_ref().and_then(|root| {
             let entry = Entry::new(key.property, &key.subject, &key.profile, &message, shrunk.clone());
             match entry.save(root) {

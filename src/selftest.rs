@@ -47,7 +47,9 @@ pub struct BugReport {
 /// Cases looked at past the first failure for a smaller counterexample.
 pub const SMALLER_WITHIN: u64 = 200;
 
-fn hunt(bug: Bug, seed: u64, cfg: &GenConfig) -> Hunt {
+/// Hunts `bug` from one seed: the first failing case, the property that
+/// caught it, and the smallest shrunk counterexample found near it.
+pub fn hunt(bug: Bug, seed: u64, cfg: &GenConfig) -> Hunt {
     let subject = KernelModel::planted(bug);
     let failing = |case: &SeqwiseCase| -> Option<Property> {
         HUNT.into_iter().find(|&p| judge(p, &subject, case, &mut References::default()).failure.is_some())

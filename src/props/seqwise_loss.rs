@@ -182,38 +182,26 @@ pub fn conformance(s: &dyn SeqwiseSubject, case: &SeqwiseCase) -> Judgement {
 }
 
 fn accuracy(s: &dyn SeqwiseSubject, case: &SeqwiseCase, refs: &mut References) -> Judgement {
-    let f = match forward(s, case) {
-        Ok(f) => f,
-        Err(m) => return Judgement::fail(m),
-    };
-    let acc = match refs.forward(case, &s.profile()) {
-        Ok(r) => r.judge(&f),
-        Err(m) => return Judgement::fail(m),
-    };
-    Judgement {
-        failure: acc.outside.first().map(|m| format!("forward outside its bound: {m}")),
-        ratio: Some(acc.worst_ratio),
-        near_ties: acc.near_ties,
-        unbounded: acc.unbounded,
-        kinks: 0,
-    }
+    let judged = forward(s, case).and_then(|f| Ok(refs.forward(case, &s.profile())?.judge(&f)));
+    bounded("forward", judged)
 }
 
 fn gradient(s: &dyn SeqwiseSubject, case: &SeqwiseCase, refs: &mut References) -> Judgement {
-    let b = match backward(s, case) {
-        Ok(b) => b,
-        Err(m) => return Judgement::fail(m),
-    };
-    let acc = match refs.backward(case, &s.profile()) {
-        Ok(r) => r.judge(&b, case.e),
-        Err(m) => return Judgement::fail(m),
-    };
-    Judgement {
-        failure: acc.outside.first().map(|m| format!("backward outside its bound: {m}")),
-        ratio: Some(acc.worst_ratio),
-        near_ties: acc.near_ties,
-        unbounded: acc.unbounded,
-        kinks: 0,
+    let judged = backward(s, case).and_then(|b| Ok(refs.backward(case, &s.profile())?.judge(&b, case.e)));
+    bounded("backward", judged)
+}
+
+/// A judgement from an accuracy verdict (or the reason there is none).
+fn bounded(what: &str, judged: Result<oracles::mpfr::seqwise_loss::Accuracy, String>) -> Judgement {
+    match judged {
+        Err(m) => Judgement::fail(m),
+        Ok(acc) => Judgement {
+            failure: acc.outside.first().map(|m| format!("{what} outside its bound: {m}")),
+            ratio: Some(acc.worst_ratio),
+            near_ties: acc.near_ties,
+            unbounded: acc.unbounded,
+            kinks: 0,
+        },
     }
 }
 
