@@ -11,8 +11,10 @@
 //! Pure CPU, no GPU, no proptest: usable without the rest of bitparity.
 
 pub mod case;
+pub mod expf;
 pub mod mpfr;
 pub mod num;
+pub mod op;
 pub mod order;
 pub mod profile;
 pub mod profile_oracle;

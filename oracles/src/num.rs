@@ -26,9 +26,15 @@ pub trait Num: Clone + std::fmt::Debug {
     fn div(&self, y: &Self) -> Self;
     fn neg(&self) -> Self;
     fn abs(&self) -> Self;
+    /// e^x, correctly rounded where the type rounds (SPEC section 2: every
+    /// transcendental is the exactly rounded f32 of the true value).
+    fn exp(&self) -> Self;
     /// Compares the value of this type (the f32 for f32 and Bounded, the exact
     /// value for Exact) with an f32 constant; `None` when the value is NaN.
     fn cmp_f32(&self, c: f32) -> Option<Ordering>;
+    /// Compares two values of this type (as [`Num::cmp_f32`] does); `None`
+    /// when either is NaN. Selections (top-k, group scores) order by it.
+    fn cmp_num(&self, y: &Self) -> Option<Ordering>;
     /// The f32 this value stands for (its rounding, for the exact type).
     fn to_f32(&self) -> f32;
 }
@@ -52,8 +58,14 @@ impl Num for f32 {
     fn abs(&self) -> Self {
         f32::abs(*self)
     }
+    fn exp(&self) -> Self {
+        crate::expf::exp_f32(*self)
+    }
     fn cmp_f32(&self, c: f32) -> Option<Ordering> {
         self.partial_cmp(&c)
+    }
+    fn cmp_num(&self, y: &Self) -> Option<Ordering> {
+        self.partial_cmp(y)
     }
     fn to_f32(&self) -> f32 {
         *self
@@ -187,8 +199,30 @@ impl Num for Bounded {
     fn abs(&self) -> Self {
         Bounded { x: self.x.abs(), err: self.err }
     }
+    /// z = exp(x^) correctly rounded. By the mean value theorem
+    /// |exp(x^) - exp(x)| <= exp(max(x^, x)) |x^ - x| <= exp(x^ + e_x) e_x;
+    /// exp(x^ + e_x) is evaluated in f64 (error below 2^-51 relative, see
+    /// [`crate::expf`]) and scaled up by 1 + 2^-50. The final rounding adds
+    /// u|z| + eta (a subnormal result's error is absolute).
+    fn exp(&self) -> Self {
+        let z = crate::expf::exp_f32(self.x);
+        if !self.x.is_finite() || !self.err.is_finite() {
+            return Bounded { x: z, err: f64::INFINITY };
+        }
+        let prop = if self.err == 0.0 {
+            0.0
+        } else {
+            let top = add_up(self.x as f64, self.err).exp();
+            mul_up(mul_up(top, 1.0 + 2f64.powi(-50)), self.err)
+        };
+        let err = add_up(prop, Self::rounding(z, true));
+        Bounded { x: z, err: Self::finite_or_inf(z, err) }
+    }
     fn cmp_f32(&self, c: f32) -> Option<Ordering> {
         self.x.partial_cmp(&c)
+    }
+    fn cmp_num(&self, y: &Self) -> Option<Ordering> {
+        self.x.partial_cmp(&y.x)
     }
     fn to_f32(&self) -> f32 {
         self.x

@@ -1,6 +1,72 @@
 //! Each op's typed input (a case), its validation, and its outputs.
 
+pub mod router;
 pub mod seqwise_loss;
+
+use serde::{Deserialize, Serialize};
+
+/// The most elements a case's storage may span (2^28 f32 = 1 GiB), checked
+/// by every op's validation before anything is allocated: a corpus entry of
+/// a few bytes cannot ask for more (a huge row stride, say).
+pub const MAX_STORAGE: usize = 1 << 28;
+
+/// Largest supported element offset from a 16-byte-aligned base.
+pub const MAX_OFFSET: usize = 3;
+
+/// Where a T x E matrix lies in memory: element `offset` from a 16-byte-
+/// aligned base, rows `row_stride` elements apart. The elements between rows
+/// are never read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    pub offset: usize,
+    pub row_stride: usize,
+}
+
+impl Layout {
+    /// Rows of `e` values, packed, at offset 0.
+    pub fn dense(e: usize) -> Self {
+        Layout { offset: 0, row_stride: e }
+    }
+
+    /// The elements the storage of `t` rows of `e` values spans: offset +
+    /// (t - 1) * row_stride + e, when the layout is valid for them (offset
+    /// at most [`MAX_OFFSET`], row stride at least e) and the span at most
+    /// [`MAX_STORAGE`]; otherwise why not.
+    pub fn storage_len(&self, t: usize, e: usize) -> Result<usize, String> {
+        if self.offset > MAX_OFFSET {
+            return Err(format!("element offset {} is unsupported (0..={MAX_OFFSET})", self.offset));
+        }
+        if self.row_stride < e {
+            return Err(format!("row stride {} is smaller than E = {e}", self.row_stride));
+        }
+        t.saturating_sub(1)
+            .checked_mul(self.row_stride)
+            .and_then(|n| n.checked_add(self.offset))
+            .and_then(|n| n.checked_add(e))
+            .filter(|&n| n <= MAX_STORAGE)
+            .ok_or_else(|| format!("{t} rows of stride {} span more than {MAX_STORAGE} elements", self.row_stride))
+    }
+
+    /// `values` (t rows of e, row-major) laid out as this layout says; every
+    /// element no valid read touches (the offset, the gaps between rows) is
+    /// `gap`. The layout must have been validated for t x e.
+    pub fn place(&self, values: &[f32], t: usize, e: usize, gap: f32) -> Vec<f32> {
+        let len = if t == 0 { 0 } else { self.offset + (t - 1) * self.row_stride + e };
+        let mut buf = vec![gap; len];
+        for r in 0..t {
+            let base = self.offset + r * self.row_stride;
+            buf[base..base + e].copy_from_slice(&values[r * e..(r + 1) * e]);
+        }
+        buf
+    }
+}
+
+/// serde: a field that must be present even when its type is an `Option`
+/// (serde would read a missing `Option` as `None`).
+pub fn required<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    T::deserialize(d)
+}
 
 /// Exact, readable f32 text: C99 hex floats (`0x1.8p+0`, `-0x0p+0`,
 /// `0x0.000002p-126`), `inf`, `-inf`, and `nan` or `nan:0x7fc00001` (the bits,

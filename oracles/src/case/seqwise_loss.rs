@@ -9,14 +9,12 @@ use thiserror::Error;
 pub const EPS: f32 = 1e-12;
 /// eps2 = 1e-20 as f32: added to the plain row sum of the unbiased objective.
 pub const EPS2: f32 = 1e-20;
-/// Largest supported element offset from a 16-byte-aligned base.
-pub const MAX_OFFSET: usize = 3;
 /// Counts are exact integers in f32 up to 2^24; larger C would round.
 pub const MAX_COUNT: usize = 1 << 24;
 
 /// How the routing map and the row normalisation are defined.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Objective {
     /// The router's actual choices (T x E, row-major); rows normalised by their
     /// L1 norm clamped at eps (F.normalize(p=1, eps=1e-12)).
@@ -37,24 +35,21 @@ pub enum ClampTie {
     Inclusive,
 }
 
-/// Where the T x E scores lie in memory: element `offset` from a 16-byte-
-/// aligned base, rows `row_stride` elements apart. The elements between rows
-/// are never read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Layout {
-    pub offset: usize,
-    pub row_stride: usize,
-}
+pub use super::{Layout, MAX_OFFSET};
 
 /// One input of `seqwise_loss`. Scores are kept logically (T x E, row-major);
-/// [`SeqwiseCase::storage`] lays them out as `layout` says.
+/// [`SeqwiseCase::storage`] lays them out as `layout` says. Every field is
+/// required in JSON (`padding` may be null) and unknown keys are refused: a
+/// typo must not silently change a stored case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SeqwiseCase {
     pub t: usize,
     pub e: usize,
     pub layout: Layout,
     #[serde(with = "crate::case::hex_f32_vec")]
     pub scores: Vec<f32>,
+    #[serde(deserialize_with = "crate::case::required")]
     pub padding: Option<Vec<bool>>,
     pub objective: Objective,
     pub clamp_tie: ClampTie,
@@ -83,7 +78,7 @@ pub enum SeqwiseError {
     Offset(usize),
     #[error("row stride {stride} is smaller than E = {e}")]
     RowStride { stride: usize, e: usize },
-    #[error("T x E = {0} does not fit in memory indices")]
+    #[error("too large: {0}")]
     TooLarge(String),
     #[error("counts up to {0} would not be exact in f32 (at most 2^24)")]
     CountsInexact(usize),
@@ -128,12 +123,7 @@ impl SeqwiseCase {
         if self.layout.row_stride < e {
             return Err(SeqwiseError::RowStride { stride: self.layout.row_stride, e });
         }
-        self.layout
-            .row_stride
-            .checked_mul(t)
-            .and_then(|n| n.checked_add(MAX_OFFSET))
-            .filter(|&n| n <= isize::MAX as usize / 4)
-            .ok_or_else(|| SeqwiseError::TooLarge(format!("{t} rows of stride {}", self.layout.row_stride)))?;
+        self.layout.storage_len(t, e).map_err(SeqwiseError::TooLarge)?;
         if let Some(p) = &self.padding {
             if p.len() != t {
                 return Err(SeqwiseError::PaddingLength { expected: t, got: p.len() });
@@ -172,13 +162,7 @@ impl SeqwiseCase {
     /// touches (the offset, the gaps between rows) is `gap`, so a subject that
     /// reads there reads poison.
     pub fn storage(&self, gap: f32) -> Vec<f32> {
-        let Layout { offset, row_stride } = self.layout;
-        let mut buf = vec![gap; offset + (self.t - 1) * row_stride + self.e];
-        for t in 0..self.t {
-            let base = offset + t * row_stride;
-            buf[base..base + self.e].copy_from_slice(self.row(t));
-        }
-        buf
+        self.layout.place(&self.scores, self.t, self.e, gap)
     }
 
     /// The routing map (T x E): the provided one, or the top-k of every valid

@@ -21,6 +21,7 @@
 //! [`MAX_PREC`]. An output left undetermined there (an exact f32 midpoint
 //! reached through inexact quotients) is reported as such, never guessed.
 
+pub mod reference;
 pub mod seqwise_loss;
 
 use crate::num::{add_up, mul_up, Num};
@@ -38,12 +39,18 @@ thread_local! {
     static PREC: Cell<u32> = const { Cell::new(START_PREC) };
 }
 
-/// Runs `f` with [`Exact`] values at precision `prec` on this thread.
+/// Runs `f` with [`Exact`] values at precision `prec` on this thread. The
+/// previous precision comes back when `f` returns or unwinds (a guard), so a
+/// panic caught further up never leaves this thread at another precision.
 pub fn with_precision<T>(prec: u32, f: impl FnOnce() -> T) -> T {
-    let old = PREC.with(|p| p.replace(prec));
-    let out = f();
-    PREC.with(|p| p.set(old));
-    out
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PREC.with(|p| p.set(self.0));
+        }
+    }
+    let _restore = Restore(PREC.with(|p| p.replace(prec)));
+    f()
 }
 
 fn prec() -> u32 {
@@ -122,8 +129,27 @@ impl Num for Exact {
     fn abs(&self) -> Self {
         Exact { v: Float::with_val(prec(), &*self.v.as_abs()), err: self.err }
     }
+    /// MPFR's exp is correctly rounded (no error where it reports exact:
+    /// e^0, e^-inf, e^inf); the input's error propagates as in
+    /// [`crate::num::Bounded`]'s exp: exp(v + e_v) e_v, evaluated in f64 and
+    /// scaled up by 1 + 2^-50.
+    fn exp(&self) -> Self {
+        let (v, dir) = Float::with_val_round(prec(), self.v.exp_ref(), Round::Nearest);
+        let prop = if self.err == 0.0 {
+            0.0
+        } else if !self.err.is_finite() {
+            f64::INFINITY
+        } else {
+            let top = add_up(self.v.to_f64_round(Round::Up), self.err).exp();
+            mul_up(mul_up(top, 1.0 + 2f64.powi(-50)), self.err)
+        };
+        Exact::from_op(v, dir, prop)
+    }
     fn cmp_f32(&self, c: f32) -> Option<Ordering> {
         self.v.partial_cmp(&c)
+    }
+    fn cmp_num(&self, y: &Self) -> Option<Ordering> {
+        self.v.partial_cmp(&y.v)
     }
     fn to_f32(&self) -> f32 {
         round_to_f32(&self.v)

@@ -4,6 +4,7 @@ use super::{correctly_rounded, with_precision, Exact, MAX_PREC, START_PREC};
 use crate::case::seqwise_loss::SeqwiseError;
 use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
 use crate::num::Num;
+pub use crate::op::GradientCheck;
 use crate::profile::seqwise_loss::SeqwiseProfile;
 use crate::profile_oracle::seqwise_loss::{
     backward_on, backward_unchecked, check_decisions, forward_on, forward_unchecked, validate, Decisions, Run,
@@ -57,20 +58,6 @@ pub fn exact_backward(
     validate(case, &serial)?;
     check_decisions(case, imposed)?;
     Ok(ziv(|| backward_unchecked::<Exact>(case, &serial, imposed), |b| b.grad.iter().collect()))
-}
-
-/// Outcome of the gradient check on one case.
-#[derive(Clone, Debug, Default)]
-pub struct GradientCheck {
-    /// Entries where the analytic derivative was compared with the difference quotient.
-    pub checked: usize,
-    /// Entries skipped because a decision (the clamp, the gate, the top-k map)
-    /// changes within the step.
-    pub kinks: usize,
-    /// Entries of rows holding NaN or Inf, or with g non-finite: no derivative.
-    pub nonfinite: usize,
-    /// (t, k, analytic, difference quotient) where they disagree.
-    pub failures: Vec<(usize, usize, f64, f64)>,
 }
 
 /// Precision of the finite differences (bits). The step is 2^-100 of the
@@ -148,7 +135,11 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         let slack = d1.err + d2.err + am.err;
         let rhs = spread * 2u32 + Float::with_val(64, slack) * (1.0 + 1e-9);
         if lhs > rhs {
-            out.failures.push((t, k, am.v.to_f64(), d2.v.to_f64()));
+            out.failures.push(format!(
+                "d raw/d s[{t}][{k}]: analytic {:e}, finite difference {:e}",
+                am.v.to_f64(),
+                d2.v.to_f64()
+            ));
         }
         out.checked += 1;
     }

@@ -5,4 +5,5 @@
 //!
 //! [`ReductionOrder`]: crate::order::ReductionOrder
 
+pub mod router;
 pub mod seqwise_loss;

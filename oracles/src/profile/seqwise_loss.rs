@@ -67,3 +67,12 @@ impl SeqwiseProfile {
         Ok(())
     }
 }
+
+impl crate::op::Profile for SeqwiseProfile {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn validate(&self) -> Result<(), String> {
+        SeqwiseProfile::validate(self)
+    }
+}

@@ -18,14 +18,8 @@ pub struct Decisions {
     pub gate: Vec<bool>,
 }
 
-/// A result with the decisions taken and how many rows' own decisions (on
-/// this value type's n_t) disagreed with the imposed ones: `decision-near-tie`.
-#[derive(Clone, Debug)]
-pub struct Run<T> {
-    pub out: T,
-    pub decisions: Decisions,
-    pub near_ties: usize,
-}
+/// A result with the decisions taken (see [`crate::op::Run`]).
+pub type Run<T> = crate::op::Run<T, Decisions>;
 
 /// The profile oracle: forward in plain f32.
 pub fn forward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<SeqwiseForward<f32>, SeqwiseError> {
@@ -41,6 +35,73 @@ pub fn backward(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<SeqwiseB
 pub fn validate(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<(), SeqwiseError> {
     case.validate()?;
     profile.validate().map_err(SeqwiseError::Profile)
+}
+
+/// The L1 denominator of one row (ProvidedMap): d = max(n, eps) with n the
+/// row's sum of |s| in the profile's `row` order (NaN propagates), and the
+/// backward's gate on n. Returns (d, keep_norm, gate, near_tie): the
+/// decisions are `imposed` when given (near_tie: this value type's own
+/// decisions differ), else this value type's own.
+pub(crate) fn l1_denominator<N: Num>(
+    row: &[N],
+    profile: &SeqwiseProfile,
+    clamp_tie: ClampTie,
+    imposed: Option<(bool, bool)>,
+) -> (N, bool, bool, bool) {
+    let abs: Vec<N> = row.iter().map(N::abs).collect();
+    let n = profile.row.reduce(&abs);
+    let cmp = n.cmp_f32(EPS);
+    // max(n, eps) with NaN propagating: eps only where n < eps.
+    let own_keep = cmp != Some(Ordering::Less);
+    let own_gate = match clamp_tie {
+        ClampTie::Strict => cmp == Some(Ordering::Greater),
+        ClampTie::Inclusive => matches!(cmp, Some(Ordering::Greater | Ordering::Equal)),
+    };
+    let (keep, gate) = imposed.unwrap_or((own_keep, own_gate));
+    let d = if keep { n } else { N::input(EPS) };
+    (d, keep, gate, (keep, gate) != (own_keep, own_gate))
+}
+
+/// sgn(s): +1, -1, +0.0 for either zero (PyTorch's (0 < x) - (x < 0)), NaN
+/// for NaN; read off the value's sign (an exact value's, for the exact type).
+pub(crate) fn sgn_of<N: Num>(s: &N) -> N {
+    N::input(match s.cmp_f32(0.0) {
+        None => f32::NAN,
+        Some(Ordering::Greater) => 1.0,
+        Some(Ordering::Less) => -1.0,
+        Some(Ordering::Equal) => 0.0,
+    })
+}
+
+/// One valid row's gradient, given a_e = g * f_e and the row's denominator d:
+/// q = sum_e ( -(a_e * ((s_e / d) / d)) ) in the profile's `q` order, then
+/// grad_k = a_k / d + sgn(s_k) * r with r = (gate ? q : +0.0) (ProvidedMap:
+/// `gate` is Some), or grad_k = a_k / d + q (UnbiasedTopK: `gate` is None).
+pub(crate) fn row_gradient<N: Num>(row: &[N], a: &[N], d: &N, gate: Option<bool>, profile: &SeqwiseProfile) -> Vec<N> {
+    let terms: Vec<N> = row.iter().zip(a).map(|(s, a_e)| a_e.mul(&s.div(d).div(d)).neg()).collect();
+    let q = profile.q.reduce(&terms);
+    row.iter()
+        .zip(a)
+        .map(|(s, a_k)| {
+            let first = a_k.div(d);
+            match gate {
+                Some(open) => {
+                    let r = if open { q.clone() } else { N::zero() };
+                    first.add(&sgn_of(s).mul(&r))
+                }
+                None => first.add(&q),
+            }
+        })
+        .collect()
+}
+
+/// f_e = (c_e / max(C, eps)) * E, in f32: divide, then multiply.
+pub(crate) fn frequencies_of<N: Num>(counts: &[u32]) -> Vec<N> {
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    // C <= 2^24 (validated), so `as f32` is exact.
+    let denom = N::input(if total == 0 { EPS } else { total as f32 });
+    let experts = N::input(counts.len() as f32);
+    counts.iter().map(|&c| N::input(c as f32).div(&denom).mul(&experts)).collect()
 }
 
 /// Per-row denominators: d_t (ProvidedMap) or D_t (UnbiasedTopK), with the
@@ -67,31 +128,18 @@ fn denominators<N: Num>(case: &SeqwiseCase, profile: &SeqwiseProfile, imposed: O
             d.push(sum.add(&N::input(EPS2)));
             continue;
         }
-        let abs: Vec<N> = row.iter().map(N::abs).collect();
-        let n = profile.row.reduce(&abs);
-        let cmp = n.cmp_f32(EPS);
-        // max(n, eps) with NaN propagating: eps only where n < eps.
-        let own_keep = cmp != Some(Ordering::Less);
-        let own_gate = match case.clamp_tie {
-            ClampTie::Strict => cmp == Some(Ordering::Greater),
-            ClampTie::Inclusive => matches!(cmp, Some(Ordering::Greater | Ordering::Equal)),
-        };
-        let (keep, gate) = match imposed {
-            Some(dec) => (dec.keep_norm[t], dec.gate[t]),
-            None => (own_keep, own_gate),
-        };
-        if (keep, gate) != (own_keep, own_gate) {
-            near_ties += 1;
-        }
+        let imposed_row = imposed.map(|dec| (dec.keep_norm[t], dec.gate[t]));
+        let (dt, keep, gate, near) = l1_denominator(&row, profile, case.clamp_tie, imposed_row);
+        near_ties += near as usize;
         decisions.keep_norm[t] = keep;
         decisions.gate[t] = gate;
-        d.push(if keep { n } else { N::input(EPS) });
+        d.push(dt);
     }
     Denominators { d, decisions, near_ties }
 }
 
-/// Counts (exact integers) and f_e = (c_e / max(C, eps)) * E.
-fn frequencies<N: Num>(case: &SeqwiseCase) -> (Vec<u32>, Vec<N>) {
+/// The exact counts c_e of the routing map (valid rows only).
+fn counts_of(case: &SeqwiseCase) -> Vec<u32> {
     let map = case.routing_map();
     let mut counts = vec![0u32; case.e];
     for row in map.chunks(case.e) {
@@ -99,12 +147,7 @@ fn frequencies<N: Num>(case: &SeqwiseCase) -> (Vec<u32>, Vec<N>) {
             *c += m as u32;
         }
     }
-    let total: u64 = counts.iter().map(|&c| c as u64).sum();
-    // C <= 2^24 (validated), so `as f32` is exact.
-    let denom = N::input(if total == 0 { EPS } else { total as f32 });
-    let experts = N::input(case.e as f32);
-    let freq = counts.iter().map(|&c| N::input(c as f32).div(&denom).mul(&experts)).collect();
-    (counts, freq)
+    counts
 }
 
 /// Forward on any value type. `imposed` replaces the decisions the value type
@@ -135,7 +178,8 @@ pub(crate) fn forward_unchecked<N: Num>(
     profile: &SeqwiseProfile,
     imposed: Option<&Decisions>,
 ) -> Run<SeqwiseForward<N>> {
-    let (counts, freq) = frequencies::<N>(case);
+    let counts = counts_of(case);
+    let freq = frequencies_of::<N>(&counts);
     let den = denominators::<N>(case, profile, imposed);
     let (t_n, e_n) = (case.t, case.e);
     // p stored expert-major so each P_e reduces a contiguous column.
@@ -156,15 +200,7 @@ pub(crate) fn forward_unchecked<N: Num>(
 /// sgn(s): +1, -1, +0.0 for either zero (PyTorch's (0 < x) - (x < 0)), NaN
 /// for NaN.
 pub fn sgn(s: f32) -> f32 {
-    if s.is_nan() {
-        f32::NAN
-    } else if s > 0.0 {
-        1.0
-    } else if s < 0.0 {
-        -1.0
-    } else {
-        0.0
-    }
+    sgn_of(&s)
 }
 
 /// Backward on any value type (see [`forward_on`] for `imposed`).
@@ -184,7 +220,7 @@ pub(crate) fn backward_unchecked<N: Num>(
     profile: &SeqwiseProfile,
     imposed: Option<&Decisions>,
 ) -> Run<SeqwiseBackward<N>> {
-    let (_, freq) = frequencies::<N>(case);
+    let freq = frequencies_of::<N>(&counts_of(case));
     let g = N::input(case.g);
     let a: Vec<N> = freq.iter().map(|f| g.mul(f)).collect();
     let den = denominators::<N>(case, profile, imposed);
@@ -194,20 +230,10 @@ pub(crate) fn backward_unchecked<N: Num>(
         if case.is_padding(t) {
             continue;
         }
-        let d = &den.d[t];
-        let row = case.row(t);
-        let terms: Vec<N> = row.iter().zip(&a).map(|(&s, a_e)| a_e.mul(&N::input(s).div(d).div(d)).neg()).collect();
-        let q = profile.q.reduce(&terms);
-        let out = &mut grad[t * case.e..(t + 1) * case.e];
-        for ((g_tk, &s), a_k) in out.iter_mut().zip(row).zip(&a) {
-            let first = a_k.div(d);
-            *g_tk = if provided {
-                let r = if den.decisions.gate[t] { q.clone() } else { N::zero() };
-                first.add(&N::input(sgn(s)).mul(&r))
-            } else {
-                first.add(&q)
-            };
-        }
+        let row: Vec<N> = case.row(t).iter().map(|&s| N::input(s)).collect();
+        let gate = provided.then_some(den.decisions.gate[t]);
+        let g_row = row_gradient(&row, &a, &den.d[t], gate, profile);
+        grad[t * case.e..(t + 1) * case.e].clone_from_slice(&g_row);
     }
     Run { out: SeqwiseBackward { grad }, decisions: den.decisions, near_ties: den.near_ties }
 }

@@ -1,0 +1,155 @@
+//! The spec half of an op: what bitparity needs to know about an op to judge
+//! any implementation of it. One implementation of [`Op`] per op of SPEC.md
+//! (`seqwise_loss`, `router`, ...); everything generic (the accuracy check,
+//! Ziv's loop, the comparison of outputs) is written once against it.
+//!
+//! The testing half (generators, shrinking, subjects, planted bugs) lives in
+//! the main crate and builds on this trait.
+
+pub mod seqwise_loss;
+
+use crate::num::Num;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+
+/// A numeric profile of an op: the order of each of its sums, as data.
+pub trait Profile: Clone + Debug + PartialEq + Send + Sync + 'static {
+    /// The profile's name (`serial`, `warp32-chunk64`, ...).
+    fn name(&self) -> &str;
+    /// A size of zero in an order, say, has no meaning.
+    fn validate(&self) -> Result<(), String>;
+}
+
+/// A result with the discrete decisions taken (the clamp, the gate, a
+/// selection) and how many rows' own decisions (on this value type's values)
+/// disagreed with the imposed ones: `decision-near-tie` (SPEC section 2).
+#[derive(Clone, Debug)]
+pub struct Run<T, D> {
+    pub out: T,
+    pub decisions: D,
+    pub near_ties: usize,
+}
+
+/// How the rows of an output group relate to the tokens of the case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// One set of values for the whole case (`raw`, the counts).
+    Global,
+    /// `cols` values per token, row t belonging to token t. `local`: row t
+    /// depends on token t's inputs alone (batch invariance applies to it).
+    PerToken { local: bool },
+}
+
+/// The values of an output group: real outputs (compared bitwise, judged
+/// against their bounds) or exact integers (counts, ids, a map).
+#[derive(Clone, Debug)]
+pub enum Values<'a, N> {
+    Real(&'a [N]),
+    Int(Vec<i64>),
+}
+
+/// One named output of an op, with its shape.
+#[derive(Clone, Debug)]
+pub struct Group<'a, N> {
+    pub name: &'static str,
+    pub rows: Rows,
+    /// Values per row (per token for [`Rows::PerToken`]; all of them for
+    /// [`Rows::Global`]).
+    pub cols: usize,
+    pub values: Values<'a, N>,
+}
+
+impl<N> Group<'_, N> {
+    pub fn len(&self) -> usize {
+        match &self.values {
+            Values::Real(v) => v.len(),
+            Values::Int(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `name[i]`, or `name[t][j]` for a per-token group.
+    pub fn label(&self, i: usize) -> String {
+        match self.rows {
+            Rows::Global if self.len() == 1 => self.name.to_string(),
+            Rows::Global => format!("{}[{i}]", self.name),
+            Rows::PerToken { .. } => format!("{}[{}][{}]", self.name, i / self.cols.max(1), i % self.cols.max(1)),
+        }
+    }
+}
+
+/// Outcome of the finite-difference check of an op's analytic backward on
+/// one case (see each op's `mpfr` module).
+#[derive(Clone, Debug, Default)]
+pub struct GradientCheck {
+    /// Entries where the analytic derivative was compared with the
+    /// difference quotient.
+    pub checked: usize,
+    /// Entries skipped because a decision changes within the step.
+    pub kinks: usize,
+    /// Entries with no derivative (NaN or Inf inputs, a zero denominator).
+    pub nonfinite: usize,
+    /// The entries where they disagree, one line each.
+    pub failures: Vec<String>,
+}
+
+/// An op of SPEC.md, as the oracles see it.
+pub trait Op: Sized + Send + Sync + 'static {
+    /// The op's name: `--op`, `regressions/<NAME>/`, the `op` of a corpus entry.
+    const NAME: &'static str;
+    /// One input, every f32 kept exactly (serialized as hex floats).
+    type Case: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
+    type Profile: Profile;
+    /// The discrete decisions the profile takes on its computed values.
+    type Decisions: Clone + Debug + Send + Sync;
+    type Fwd<N: Num>: Clone + Debug;
+    type Bwd<N: Num>: Clone + Debug;
+    type Error: std::error::Error + Clone + Send + Sync + 'static;
+
+    /// Every rule of the op's section of SPEC.md, and the memory bound of
+    /// [`crate::case::MAX_STORAGE`]: everything downstream may index freely
+    /// and allocate what a validated case implies.
+    fn validate(case: &Self::Case) -> Result<(), Self::Error>;
+    /// The case's named sizes (`T`, `E`, ...), for reports.
+    fn dims(case: &Self::Case) -> Vec<(&'static str, usize)>;
+    /// Every shipped profile.
+    fn profiles() -> Vec<Self::Profile>;
+    /// The profile the exact oracle runs (its order hardly matters there).
+    fn exact_profile() -> Self::Profile;
+
+    /// The forward on any value type; `imposed` replaces the decisions the
+    /// value type would take (the exact oracle takes the profile's).
+    fn forward_on<N: Num>(
+        case: &Self::Case,
+        profile: &Self::Profile,
+        imposed: Option<&Self::Decisions>,
+    ) -> Result<Run<Self::Fwd<N>, Self::Decisions>, Self::Error>;
+    /// The backward on any value type (see [`Op::forward_on`]).
+    fn backward_on<N: Num>(
+        case: &Self::Case,
+        profile: &Self::Profile,
+        imposed: Option<&Self::Decisions>,
+    ) -> Result<Run<Self::Bwd<N>, Self::Decisions>, Self::Error>;
+
+    /// The forward's outputs on `case`, labelled, in a fixed order.
+    fn fwd_groups<'a, N: Num>(case: &Self::Case, f: &'a Self::Fwd<N>) -> Vec<Group<'a, N>>;
+    /// The backward's outputs on `case`, labelled, in a fixed order.
+    fn bwd_groups<'a, N: Num>(case: &Self::Case, b: &'a Self::Bwd<N>) -> Vec<Group<'a, N>>;
+
+    /// The analytic derivative (the exact backward) against high-precision
+    /// central finite differences of the exact forward, on at most
+    /// `max_entries` entries spread over the case.
+    fn check_gradient(case: &Self::Case, max_entries: usize) -> Result<GradientCheck, Self::Error>;
+}
+
+/// The profile oracle: the forward in plain f32.
+pub fn forward<O: Op>(case: &O::Case, profile: &O::Profile) -> Result<O::Fwd<f32>, O::Error> {
+    Ok(O::forward_on::<f32>(case, profile, None)?.out)
+}
+
+/// The profile oracle: the backward in plain f32.
+pub fn backward<O: Op>(case: &O::Case, profile: &O::Profile) -> Result<O::Bwd<f32>, O::Error> {
+    Ok(O::backward_on::<f32>(case, profile, None)?.out)
+}

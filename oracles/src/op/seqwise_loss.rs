@@ -1,0 +1,82 @@
+//! `seqwise_loss` (SPEC section 3) as an [`Op`].
+
+use super::{GradientCheck, Group, Op, Rows, Run, Values};
+use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
+use crate::mpfr::seqwise_loss::{check_gradient, gradient_entries};
+use crate::num::Num;
+use crate::profile::seqwise_loss::SeqwiseProfile;
+use crate::profile_oracle::seqwise_loss::{self as oracle, Decisions};
+
+/// The DeepSeek-V3 microbatch-wise load-balance loss.
+pub struct SeqwiseLoss;
+
+impl Op for SeqwiseLoss {
+    const NAME: &'static str = "seqwise_loss";
+    type Case = SeqwiseCase;
+    type Profile = SeqwiseProfile;
+    type Decisions = Decisions;
+    type Fwd<N: Num> = SeqwiseForward<N>;
+    type Bwd<N: Num> = SeqwiseBackward<N>;
+    type Error = SeqwiseError;
+
+    fn validate(case: &SeqwiseCase) -> Result<(), SeqwiseError> {
+        case.validate()
+    }
+
+    fn dims(case: &SeqwiseCase) -> Vec<(&'static str, usize)> {
+        let mut d = vec![("T", case.t), ("E", case.e)];
+        if let Objective::UnbiasedTopK { k } = case.objective {
+            d.push(("k", k));
+        }
+        d
+    }
+
+    fn profiles() -> Vec<SeqwiseProfile> {
+        SeqwiseProfile::all()
+    }
+
+    fn exact_profile() -> SeqwiseProfile {
+        SeqwiseProfile::serial()
+    }
+
+    fn forward_on<N: Num>(
+        case: &SeqwiseCase,
+        profile: &SeqwiseProfile,
+        imposed: Option<&Decisions>,
+    ) -> Result<Run<SeqwiseForward<N>, Decisions>, SeqwiseError> {
+        oracle::forward_on(case, profile, imposed)
+    }
+
+    fn backward_on<N: Num>(
+        case: &SeqwiseCase,
+        profile: &SeqwiseProfile,
+        imposed: Option<&Decisions>,
+    ) -> Result<Run<SeqwiseBackward<N>, Decisions>, SeqwiseError> {
+        oracle::backward_on(case, profile, imposed)
+    }
+
+    /// counts, then f, then raw: a bitwise comparison reports the first
+    /// difference in that order.
+    fn fwd_groups<'a, N: Num>(_case: &SeqwiseCase, f: &'a SeqwiseForward<N>) -> Vec<Group<'a, N>> {
+        vec![
+            Group {
+                name: "counts",
+                rows: Rows::Global,
+                cols: f.counts.len(),
+                values: Values::Int(f.counts.iter().map(|&c| c as i64).collect()),
+            },
+            Group { name: "f", rows: Rows::Global, cols: f.freq.len(), values: Values::Real(&f.freq) },
+            Group { name: "raw", rows: Rows::Global, cols: 1, values: Values::Real(std::slice::from_ref(&f.raw)) },
+        ]
+    }
+
+    /// The gradient, T x E. Row t depends on every valid row (through f_e):
+    /// not local.
+    fn bwd_groups<'a, N: Num>(case: &SeqwiseCase, b: &'a SeqwiseBackward<N>) -> Vec<Group<'a, N>> {
+        vec![Group { name: "grad", rows: Rows::PerToken { local: false }, cols: case.e, values: Values::Real(&b.grad) }]
+    }
+
+    fn check_gradient(case: &SeqwiseCase, max_entries: usize) -> Result<GradientCheck, SeqwiseError> {
+        check_gradient(case, &gradient_entries(case, max_entries))
+    }
+}
