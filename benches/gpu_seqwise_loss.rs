@@ -7,11 +7,13 @@
 //!
 //! Usage: gpu_seqwise_loss [--json PATH] [--iters N] [--warmup N] [--only TxExk]
 //!        [--objective topk|map]   (the last two narrow the run, e.g. for ncu)
-//! Without a GPU it prints `SKIPPED` with the reason and exits 0.
+//! Without a GPU it prints `SKIPPED` with the reason and exits 0; any shape
+//! whose outputs are not bitwise the oracle's makes it exit 1.
 
-use bitparity::props::seqwise_loss::{diff_backward, diff_forward};
+use bitparity::props::compare::diff_groups;
 use bitparity::subject::cuda::probe;
 use oracles::case::seqwise_loss::{Objective, SeqwiseCase};
+use oracles::op::{seqwise_loss::SeqwiseLoss, Op};
 use oracles::profile::seqwise_loss::SeqwiseProfile;
 use oracles::profile_oracle::seqwise_loss as oracle;
 
@@ -57,7 +59,7 @@ fn main() {
         }
     };
     let run = || -> Result<serde_json::Value, String> {
-        let bw = cuda.copy_bandwidth(1 << 30, iters.clamp(1, 50)).map_err(|e| e.to_string())?;
+        let bw = cuda.device().copy_bandwidth(1 << 30, iters.clamp(1, 50)).map_err(|e| e.to_string())?;
         println!("device {}: copy bandwidth {:.3} TB/s (read + write)", cuda.info().name, bw / 1e12);
         let profile = SeqwiseProfile::gpu();
         let mut rows = Vec::new();
@@ -83,15 +85,25 @@ fn main() {
                 let b = dc.read_backward().map_err(|e| e.to_string())?;
                 let expected_f = oracle::forward(&case, &profile).map_err(|e| e.to_string())?;
                 let expected_b = oracle::backward(&case, &profile).map_err(|e| e.to_string())?;
-                let check = diff_forward(&expected_f, &f).or_else(|| diff_backward(&expected_b, &b, e));
-                let fwd = median(cuda.time_us(warmup, iters, || dc.launch_forward()).map_err(|e| e.to_string())?);
-                let bwd = median(cuda.time_us(warmup, iters, || dc.launch_backward()).map_err(|e| e.to_string())?);
+                let check =
+                    diff_groups(&SeqwiseLoss::fwd_groups(&case, &expected_f), &SeqwiseLoss::fwd_groups(&case, &f))
+                        .or_else(|| {
+                            diff_groups(
+                                &SeqwiseLoss::bwd_groups(&case, &expected_b),
+                                &SeqwiseLoss::bwd_groups(&case, &b),
+                            )
+                        });
+                let fwd =
+                    median(cuda.device().time_us(warmup, iters, || dc.launch_forward()).map_err(|e| e.to_string())?);
+                let bwd =
+                    median(cuda.device().time_us(warmup, iters, || dc.launch_backward()).map_err(|e| e.to_string())?);
                 let both = median(
-                    cuda.time_us(warmup, iters, || {
-                        dc.launch_forward()?;
-                        dc.launch_backward()
-                    })
-                    .map_err(|e| e.to_string())?,
+                    cuda.device()
+                        .time_us(warmup, iters, || {
+                            dc.launch_forward()?;
+                            dc.launch_backward()
+                        })
+                        .map_err(|e| e.to_string())?,
                 );
                 let n = (t * e * 4) as f64;
                 let floor = |bytes: f64| bytes / bw * 1e6;
@@ -124,10 +136,18 @@ fn main() {
     match run() {
         Ok(v) => {
             if let Some(p) = json_path {
-                if let Err(e) = std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap_or_default()) {
-                    eprintln!("writing {p}: {e}");
+                let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+                if let Err(e) = bitparity::fsio::write_atomic(std::path::Path::new(&p), text.as_bytes()) {
+                    eprintln!("{e}");
                     std::process::exit(1);
                 }
+            }
+            // A timing of a kernel that does not conform is no result: the
+            // table shows it, and the bench fails.
+            let mismatches = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
+            if mismatches > 0 {
+                eprintln!("gpu bench: {mismatches} shape(s) not bitwise equal to the oracle");
+                std::process::exit(1);
             }
         }
         Err(e) => {

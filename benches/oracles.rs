@@ -8,7 +8,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use oracles::case::seqwise_loss::{Objective, SeqwiseCase};
-use oracles::mpfr::seqwise_loss::{exact_backward, exact_forward};
+use oracles::mpfr::reference::{exact_backward, exact_forward};
+use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::profile::seqwise_loss::SeqwiseProfile;
 use oracles::profile_oracle::seqwise_loss::{backward, forward};
 use std::hint::black_box;
@@ -51,10 +52,10 @@ fn mpfr_oracle(c: &mut Criterion) {
         let case = case(t, e);
         let id = format!("{t}x{e}");
         g.bench_with_input(BenchmarkId::new("forward", &id), &case, |b, c| {
-            b.iter(|| exact_forward(black_box(c), None).map(|r| r.prec))
+            b.iter(|| exact_forward::<SeqwiseLoss>(black_box(c), None).map(|r| r.prec))
         });
         g.bench_with_input(BenchmarkId::new("backward", &id), &case, |b, c| {
-            b.iter(|| exact_backward(black_box(c), None).map(|r| r.prec))
+            b.iter(|| exact_backward::<SeqwiseLoss>(black_box(c), None).map(|r| r.prec))
         });
     }
     g.finish();

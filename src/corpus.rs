@@ -1,70 +1,72 @@
-//! The regression corpus (SPEC section 8): `regressions/<op>/<name>.json`,
-//! one shrunk failure each, stored as exact values (hex floats), with the
-//! property it broke, the subject it broke, the date and a note. Entries are
-//! never deleted: `cargo test` and `bitparity replay` run each against every
-//! available subject.
+//! The regression corpus as storage (SPEC section 8):
+//! `regressions/<op>/<name>.json`, one shrunk failure each, stored as exact
+//! values (hex floats) with the property it broke, the subject it broke, the
+//! date and a note. This module only reads and writes entries; replaying them
+//! is the runner's business ([`crate::runner::replay`]).
+//!
+//! Writes are atomic ([`crate::fsio::write_atomic`]): a crash or SIGKILL at
+//! any moment leaves either no entry or a whole one. Reads are strict: an
+//! unknown key, a missing field, a value that is not exactly an f32 is an
+//! error naming the file, never a silently different case.
 
-use crate::gen::seqwise_loss::{classify, Class};
-use crate::props::seqwise_loss::{finite_differences, judge, References};
-use crate::props::Property;
-use crate::subject::{planted::KernelModel, SeqwiseSubject};
-use oracles::case::seqwise_loss::SeqwiseCase;
+use crate::fsio::{read_capped, write_atomic};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use thiserror::Error;
 
-/// The op names the corpus knows.
-pub const OPS: [&str; 1] = ["seqwise_loss"];
+/// The largest entry file read (a 4096 x 256 case with a map is about
+/// 20 MB of JSON).
+pub const MAX_ENTRY_BYTES: u64 = 64 << 20;
 
-/// The subject name of the finite-difference check (the spec's formulas
-/// themselves, judged in MPFR).
-pub const MPFR_SUBJECT: &str = "mpfr";
-
-/// One corpus entry. The case is stored with every f32 as an exact hex float.
+/// One corpus entry; `C` is the op's case type (or a JSON value before the
+/// op named in `op` decodes it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
+#[serde(deny_unknown_fields)]
+pub struct Entry<C> {
+    /// The op whose case this is (`seqwise_loss`, `router`).
     pub op: String,
-    pub property: Property,
+    /// The property the subject broke (`conformance`, ...).
+    pub property: String,
     /// The subject that failed (`cuda`, `bug:fma-quotient`, `mpfr`, ...).
     pub subject: String,
-    /// The profile the subject claimed.
+    /// The profile the subject claimed (`-` for `mpfr`).
     pub profile: String,
     /// The day the failure was found (YYYY-MM-DD, UTC).
     pub date: String,
     /// One line: what failed, as the property reported it.
     pub note: String,
     /// The adversarial classes the (shrunk) case exercises.
-    pub classes: Vec<Class>,
-    pub case: SeqwiseCase,
+    pub classes: Vec<String>,
+    pub case: C,
 }
 
-#[derive(Debug, Error)]
-pub enum CorpusError {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{path}: not a corpus entry: {source}")]
-    Parse { path: PathBuf, source: serde_json::Error },
-    #[error("{path}: unknown op {op:?} (known: {known:?})")]
-    UnknownOp { path: PathBuf, op: String, known: [&'static str; 1] },
-    #[error("{path}: the stored case is invalid: {reason}")]
-    InvalidCase { path: PathBuf, reason: String },
+/// An entry whose case the op has not decoded yet.
+pub type RawEntry = Entry<serde_json::Value>;
+
+/// What [`save`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Saved {
+    /// A new file.
+    New(PathBuf),
+    /// The corpus already held this entry (same op, property, subject and
+    /// case), verified by reading it back.
+    Present(PathBuf),
+    /// A file of this name existed but was not a readable copy of this entry
+    /// (empty, truncated, corrupt): it was replaced.
+    Repaired(PathBuf),
 }
 
-impl Entry {
-    pub fn new(property: Property, subject: &str, profile: &str, note: &str, case: SeqwiseCase) -> Self {
-        Entry {
-            op: "seqwise_loss".into(),
-            property,
-            subject: subject.into(),
-            profile: profile.into(),
-            date: today(),
-            note: note.lines().next().unwrap_or("").chars().take(300).collect(),
-            classes: classify(&case).into_iter().collect(),
-            case,
+impl Saved {
+    pub fn path(&self) -> &Path {
+        match self {
+            Saved::New(p) | Saved::Present(p) | Saved::Repaired(p) => p,
         }
     }
+}
 
-    /// A file name that says what failed and cannot collide for different cases.
+impl<C: Serialize> Entry<C> {
+    /// A file name that says what failed and cannot collide for different
+    /// cases: `<property>-<subject>-<hash of the case>.json`.
     pub fn file_name(&self) -> String {
         let json = serde_json::to_string(&self.case).unwrap_or_default();
         let hash = json.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
@@ -72,89 +74,122 @@ impl Entry {
         format!("{}-{}-{:08x}.json", self.property, subject, hash as u32)
     }
 
-    /// Writes the entry under `root/<op>/`; returns its path. An existing file
-    /// of the same name (the same case, property and subject) is kept.
-    pub fn save(&self, root: &Path) -> Result<PathBuf, CorpusError> {
-        let dir = root.join(&self.op);
-        std::fs::create_dir_all(&dir).map_err(|source| CorpusError::Io { path: dir.clone(), source })?;
-        let path = dir.join(self.file_name());
-        if !path.exists() {
-            let text = serde_json::to_string_pretty(self).expect("an entry always serializes");
-            std::fs::write(&path, text + "\n").map_err(|source| CorpusError::Io { path: path.clone(), source })?;
-        }
-        Ok(path)
+    /// The entry's text: pretty JSON, a final newline.
+    pub fn to_text(&self) -> Result<String, String> {
+        serde_json::to_string_pretty(self).map(|t| t + "\n").map_err(|e| format!("cannot serialize the entry: {e}"))
     }
 
-    pub fn load(path: &Path) -> Result<Entry, CorpusError> {
-        let text = std::fs::read_to_string(path).map_err(|source| CorpusError::Io { path: path.into(), source })?;
-        let entry: Entry =
-            serde_json::from_str(&text).map_err(|source| CorpusError::Parse { path: path.into(), source })?;
-        if !OPS.contains(&entry.op.as_str()) {
-            return Err(CorpusError::UnknownOp { path: path.into(), op: entry.op, known: OPS });
-        }
-        entry.case.validate().map_err(|e| CorpusError::InvalidCase { path: path.into(), reason: e.to_string() })?;
-        Ok(entry)
+    /// The same entry with its case as a JSON value.
+    fn raw(&self) -> Result<RawEntry, String> {
+        let case = serde_json::to_value(&self.case).map_err(|e| format!("cannot serialize the case: {e}"))?;
+        Ok(Entry {
+            op: self.op.clone(),
+            property: self.property.clone(),
+            subject: self.subject.clone(),
+            profile: self.profile.clone(),
+            date: self.date.clone(),
+            note: self.note.clone(),
+            classes: self.classes.clone(),
+            case,
+        })
     }
 }
 
-/// Every entry under `root` (or the one file `root` names), sorted by path.
-pub fn load_all(root: &Path) -> Result<Vec<(PathBuf, Entry)>, CorpusError> {
-    if root.is_file() {
-        return Ok(vec![(root.to_path_buf(), Entry::load(root)?)]);
-    }
-    let mut paths = Vec::new();
-    for op in OPS {
-        let dir = root.join(op);
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-        for f in rd {
-            let f = f.map_err(|source| CorpusError::Io { path: dir.clone(), source })?;
-            if f.path().extension().is_some_and(|x| x == "json") {
-                paths.push(f.path());
+/// Whether `a` and `b` record the same failure (date and note aside).
+fn same_failure(a: &RawEntry, b: &RawEntry) -> bool {
+    a.op == b.op && a.property == b.property && a.subject == b.subject && a.case == b.case
+}
+
+/// Writes `entry` under `root/<op>/`, atomically. An existing file of the
+/// same name is read back: kept when it holds this failure, replaced when it
+/// is not a readable entry, and left alone (the new entry takes the next free
+/// name) when it is another valid entry.
+pub fn save<C: Serialize>(root: &Path, entry: &Entry<C>) -> Result<Saved, String> {
+    let dir = root.join(&entry.op);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let text = entry.to_text()?;
+    let raw = entry.raw()?;
+    let name = entry.file_name();
+    let stem = name.trim_end_matches(".json");
+    for n in 0.. {
+        let path = if n == 0 { dir.join(&name) } else { dir.join(format!("{stem}-{n}.json")) };
+        if !path.exists() && std::fs::symlink_metadata(&path).is_err() {
+            write_atomic(&path, text.as_bytes())?;
+            return Ok(Saved::New(path));
+        }
+        match read_entry(&path) {
+            Ok(existing) if same_failure(&existing, &raw) => return Ok(Saved::Present(path)),
+            Ok(_) => continue,
+            Err(_) if path.is_file() || std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_symlink()) => {
+                write_atomic(&path, text.as_bytes())?;
+                return Ok(Saved::Repaired(path));
             }
+            // A folder of that name: take the next name.
+            Err(_) => continue,
         }
     }
-    paths.sort();
-    paths.into_iter().map(|p| Entry::load(&p).map(|e| (p, e))).collect()
+    unreachable!("0.. never ends")
 }
 
-/// How one subject fared on a replayed entry.
-#[derive(Clone, Debug)]
-pub struct ReplayResult {
-    pub subject: String,
-    /// Whether the subject must fail (a planted bug that the entry caught).
-    pub must_fail: bool,
-    pub failure: Option<String>,
+/// Parses one entry strictly (the case stays JSON for the op to decode).
+pub fn parse(bytes: &[u8]) -> Result<RawEntry, String> {
+    if bytes.is_empty() {
+        return Err("empty file".into());
+    }
+    serde_json::from_slice(bytes).map_err(|e| format!("not a corpus entry: {e}"))
 }
 
-impl ReplayResult {
-    /// Correct subjects must pass; the planted bug the entry caught must
-    /// still fail.
-    pub fn ok(&self) -> bool {
-        self.failure.is_some() == self.must_fail
-    }
+/// Reads and parses the entry at `path`.
+pub fn read_entry(path: &Path) -> Result<RawEntry, String> {
+    parse(&read_capped(path, MAX_ENTRY_BYTES)?)
 }
 
-/// Replays `entry` against every subject in `subjects`, and also against the
-/// planted bug it names, if any.
-pub fn replay(entry: &Entry, subjects: &[std::sync::Arc<dyn SeqwiseSubject>]) -> Vec<ReplayResult> {
-    let case = &entry.case;
-    let mut refs = References::default();
-    let mut out = Vec::new();
-    if entry.subject == MPFR_SUBJECT {
-        let j = finite_differences(case);
-        out.push(ReplayResult { subject: MPFR_SUBJECT.into(), must_fail: false, failure: j.failure });
-        return out;
+/// Decodes an entry's case as op case type `C` (strict: unknown keys and
+/// missing fields refused).
+pub fn decode_case<C: DeserializeOwned>(entry: &RawEntry) -> Result<C, String> {
+    C::deserialize(&entry.case).map_err(|e| format!("the stored case is not a valid {} case: {e}", entry.op))
+}
+
+/// Entry files, and (path, why) for what is in the corpus but not an entry.
+pub type Listing = (Vec<PathBuf>, Vec<(PathBuf, String)>);
+
+/// The entry files under `root` (or `root` itself when it is not a folder),
+/// sorted by path, and the problems found listing them (a folder that is not
+/// an op's, a JSON file outside an op folder), each with its path.
+pub fn list(root: &Path, ops: &[&str]) -> Result<Listing, String> {
+    let meta = std::fs::metadata(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    if !meta.is_dir() {
+        return Ok((vec![root.to_path_buf()], Vec::new()));
     }
-    for s in subjects {
-        let j = judge(entry.property, s.as_ref(), case, &mut refs);
-        out.push(ReplayResult { subject: s.name(), must_fail: false, failure: j.failure });
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    let read = |dir: &Path| -> Result<Vec<PathBuf>, String> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            v.push(e.map_err(|e| format!("{}: {e}", dir.display()))?.path());
+        }
+        v.sort();
+        Ok(v)
+    };
+    let is_json = |p: &Path| p.extension().is_some_and(|x| x == "json");
+    // `root` may itself be one op's folder.
+    let root_op = root.file_name().and_then(|n| n.to_str()).filter(|n| ops.contains(n));
+    for p in read(root)? {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+        if root_op.is_some() {
+            if is_json(&p) {
+                files.push(p);
+            }
+        } else if p.is_dir() && ops.contains(&name.as_str()) {
+            files.extend(read(&p)?.into_iter().filter(|f| is_json(f)));
+        } else if p.is_dir() && !name.starts_with('.') {
+            problems.push((p, format!("not an op's folder (ops: {})", ops.join(", "))));
+        } else if is_json(&p) {
+            problems.push((p, "an entry outside an op's folder (regressions/<op>/<name>.json)".into()));
+        }
     }
-    if let Some(bug) = entry.subject.strip_prefix("bug:").and_then(crate::subject::planted::Bug::by_name) {
-        let s = KernelModel::planted(bug);
-        let j = judge(entry.property, &s, case, &mut refs);
-        out.push(ReplayResult { subject: entry.subject.clone(), must_fail: true, failure: j.failure });
-    }
-    out
+    files.sort();
+    Ok((files, problems))
 }
 
 /// Today's date (UTC) as YYYY-MM-DD.
@@ -177,20 +212,72 @@ pub fn today() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use oracles::case::seqwise_loss::Objective;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("bitparity-corpus-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn entry(case: serde_json::Value) -> Entry<serde_json::Value> {
+        Entry {
+            op: "seqwise_loss".into(),
+            property: "conformance".into(),
+            subject: "bug:x".into(),
+            profile: "serial".into(),
+            date: today(),
+            note: "a note".into(),
+            classes: vec!["tiny-t".into()],
+            case,
+        }
+    }
 
     #[test]
-    fn entries_round_trip_exactly() {
-        let case = SeqwiseCase::dense(1, 3, vec![f32::from_bits(1), -0.0, f32::NAN], Objective::UnbiasedTopK { k: 2 });
-        let e = Entry::new(Property::Conformance, "bug:x", "serial", "a note", case);
-        let dir = std::env::temp_dir().join(format!("bitparity-corpus-{}", std::process::id()));
-        let path = e.save(&dir).unwrap();
-        let back = Entry::load(&path).unwrap();
-        assert_eq!(back.case.scores[0].to_bits(), 1);
-        assert_eq!(back.case.scores[1].to_bits(), (-0.0f32).to_bits());
-        assert!(back.case.scores[2].is_nan());
-        assert_eq!(back.note, "a note");
-        std::fs::remove_dir_all(dir).ok();
-        assert_eq!(today().len(), 10);
+    fn save_is_idempotent_repairs_empty_files_and_keeps_other_entries() {
+        let root = tmp("save");
+        let e = entry(serde_json::json!({"t": 1}));
+        let Saved::New(p) = save(&root, &e).unwrap() else { panic!("not new") };
+        assert_eq!(save(&root, &e).unwrap(), Saved::Present(p.clone()));
+        // A crash in the old in-place writer left 0-byte files behind.
+        std::fs::write(&p, b"").unwrap();
+        assert_eq!(save(&root, &e).unwrap(), Saved::Repaired(p.clone()));
+        assert_eq!(read_entry(&p).unwrap(), e);
+        // Another valid entry under the same name is never overwritten.
+        let mut other = e.clone();
+        other.subject = "bug:y".into();
+        std::fs::write(&p, other.to_text().unwrap()).unwrap();
+        let Saved::New(p2) = save(&root, &e).unwrap() else { panic!("not new") };
+        assert_ne!(p2, p);
+        assert_eq!(read_entry(&p).unwrap(), other);
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    #[test]
+    fn parsing_is_strict() {
+        let text = entry(serde_json::json!({})).to_text().unwrap();
+        assert!(parse(text.as_bytes()).is_ok());
+        assert!(parse(b"").unwrap_err().contains("empty"));
+        assert!(parse(b"{}").is_err());
+        let typo = text.replace("\"note\"", "\"notes\"");
+        assert!(parse(typo.as_bytes()).unwrap_err().contains("notes"));
+        let missing = text.replace(",\n  \"date\": ", ",\n  \"xdate\": ");
+        assert!(parse(missing.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn listing_reports_what_is_not_an_entry() {
+        let root = tmp("list");
+        std::fs::create_dir_all(root.join("seqwise_loss/x.json")).unwrap();
+        std::fs::write(root.join("seqwise_loss/a.json"), b"{}").unwrap();
+        std::fs::create_dir_all(root.join("nope")).unwrap();
+        std::fs::write(root.join("stray.json"), b"{}").unwrap();
+        let (files, problems) = list(&root, &["seqwise_loss"]).unwrap();
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(list(&root.join("missing"), &["seqwise_loss"]).is_err());
+        let (files, _) = list(&root.join("seqwise_loss"), &["seqwise_loss"]).unwrap();
+        assert_eq!(files.len(), 2);
+        std::fs::remove_dir_all(root).ok();
     }
 }

@@ -2,17 +2,21 @@
 //!
 //! A case is generated once ([`gen`]), every [`subject`] computes on it, every
 //! property ([`props`]) judges the outputs against the oracles of the
-//! [`oracles`] crate. Failures are shrunk and kept as values in the
-//! [`corpus`].
+//! [`oracles`] crate; the [`runner`] shrinks failures and keeps them, as
+//! values, in the [`corpus`]. Each op plugs in through its [`harness`].
 
-pub mod check;
 pub mod corpus;
+pub mod fsio;
 pub mod fuzzing;
 pub mod gen;
+pub mod harness;
 pub mod import;
+pub mod knobs;
 pub mod props;
 pub mod report;
+pub mod runner;
 pub mod selftest;
+pub mod shrink;
 pub mod subject;
 
 pub use oracles;

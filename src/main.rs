@@ -1,20 +1,37 @@
 //! The `bitparity` command line.
+//!
+//! Exit codes (README, "Exit codes"): 0 every judged case passed; 1 a
+//! property failed (or a corpus entry did not replay as it must); 2 a usage
+//! or input error; 3 nothing was judged, or a subject named on the command
+//! line could not run here; 130 interrupted (SIGINT) with no failure.
 
-use bitparity::check::{self, CheckPlan, Skip};
 use bitparity::corpus;
-use bitparity::gen::seqwise_loss::GenConfig;
+use bitparity::fsio::{check_writable, read_capped, write_atomic};
+use bitparity::fuzzing::Direction;
+use bitparity::gen::GenConfig;
+use bitparity::harness::{op_by_name, ops, DynOp};
+use bitparity::import::{ImportError, MAX_ARTIFACT_BYTES};
+use bitparity::knobs;
 use bitparity::props::Property;
-use bitparity::{report, selftest, subject};
+use bitparity::report::{self, RunReport, Verdict};
+use bitparity::runner::{Plan, SavePolicy};
+use bitparity::selftest;
+use bitparity::subject::Skip;
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
     name = "bitparity",
     version,
-    about = "Proves GPU numeric kernels right: bit-exact and MPFR oracles, adversarial generators, a permanent corpus"
+    about = "Proves GPU numeric kernels right: bit-exact and MPFR oracles, adversarial generators, a permanent corpus",
+    after_help = "Exit codes: 0 passed; 1 a property failed; 2 usage or input error; \
+                  3 nothing judged (or a named subject could not run); 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -25,9 +42,9 @@ struct Cli {
 enum Command {
     /// Run the properties on generated adversarial cases and print a table.
     Check {
-        /// The op (every op when omitted).
+        /// The op (repeatable; every op when omitted).
         #[arg(long)]
-        op: Option<String>,
+        op: Vec<String>,
         /// Subjects: all (default: every available one), cuda, bugs,
         /// oracle:<profile>, model:<profile>, bug:<name>. Repeatable.
         #[arg(long)]
@@ -35,22 +52,31 @@ enum Command {
         /// Properties to run (default: all). Repeatable.
         #[arg(long, value_enum)]
         property: Vec<Property>,
-        /// Number of cases (default 1000 unless --seconds is given).
+        /// Cases per op (default $BITPARITY_CASES, else 1000 unless --seconds).
         #[arg(long)]
         cases: Option<u64>,
-        /// Time budget in seconds (with --cases, whichever ends first).
+        /// Time budget in seconds, shared by the ops (with --cases, whichever
+        /// ends first).
         #[arg(long)]
         seconds: Option<f64>,
-        /// Seed of the case generator (default: random, printed).
+        /// Seed of the case generator (default $BITPARITY_SEED, else random, printed).
         #[arg(long)]
-        seed: Option<u64>,
-        /// Write the summary as JSON here.
+        seed: Option<String>,
+        /// Run only case N of the seed (a failure's reproduce command).
+        #[arg(long, value_name = "N")]
+        case: Option<u64>,
+        /// Write the summary as JSON here (`-`: stdout; the table then goes
+        /// to stderr).
         #[arg(long)]
         json: Option<PathBuf>,
-        /// The regression corpus new failures are saved to.
-        #[arg(long, default_value = "regressions")]
-        corpus: PathBuf,
-        /// Do not save failures to the corpus.
+        /// Write the summary as Markdown here (the nightly report).
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// The corpus new failures are saved to (default regressions/; failures
+        /// of planted bugs are saved only when this is given).
+        #[arg(long)]
+        corpus: Option<PathBuf>,
+        /// Do not save failures anywhere (they are still shrunk and printed).
         #[arg(long)]
         no_save: bool,
         /// No progress bar.
@@ -59,18 +85,27 @@ enum Command {
     },
     /// Replay the regression corpus, or one entry, against every available subject.
     Replay {
-        /// A corpus directory or one entry (default: regressions).
+        /// A corpus folder, one op's folder, or one entry (default: regressions).
         #[arg(default_value = "regressions")]
         path: PathBuf,
+        /// Only entries of this op.
+        #[arg(long)]
+        op: Option<String>,
+        /// Only entries whose failing subject is this one (`cuda`, `bug:...`).
+        #[arg(long)]
+        subject: Option<String>,
     },
     /// Hunt every planted bug from 20 seeds and report how fast each is caught.
     Selftest {
-        /// Write the report as JSON here.
+        /// Only this op's planted bugs.
+        #[arg(long)]
+        op: Option<String>,
+        /// Write the report as JSON here (`-`: stdout).
         #[arg(long)]
         json: Option<PathBuf>,
-        /// First of the 20 seeds.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
+        /// First of the 20 seeds (decimal or 0x-hex).
+        #[arg(long, default_value = "0")]
+        seed: String,
     },
     /// Turn a fuzz artifact into a shrunk corpus entry (docs/fuzzing.md).
     Import {
@@ -80,8 +115,8 @@ enum Command {
         /// $BITPARITY_FUZZ_SUBJECT, else every available correct subject).
         #[arg(long)]
         subject: Option<String>,
-        /// The fuzz target that found it: loss_fwd or loss_bwd (default: read
-        /// off the artifact's folder, else both).
+        /// The fuzz target that found it (loss_bwd, router_fwd, ...; default:
+        /// read off the artifact's folder, else every target).
         #[arg(long)]
         target: Option<String>,
         /// The corpus the entry is saved to.
@@ -90,163 +125,397 @@ enum Command {
     },
 }
 
+/// A command's outcome: its exit code.
+type Outcome = Result<u8, String>;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Check { op, subject, property, cases, seconds, seed, json, corpus, no_save, quiet } => {
-            cmd_check(op, subject, property, cases, seconds, seed, json, corpus, no_save, quiet)
-        }
-        Command::Replay { path } => cmd_replay(&path),
-        Command::Selftest { json, seed } => cmd_selftest(json, seed),
-        Command::Import { artifact, subject, target, corpus } => {
-            bitparity::import::cmd_import(artifact, subject, target, corpus)
+    let result = match cli.command {
+        Command::Check {
+            op,
+            subject,
+            property,
+            cases,
+            seconds,
+            seed,
+            case,
+            json,
+            markdown,
+            corpus,
+            no_save,
+            quiet,
+        } => cmd_check(CheckArgs {
+            op,
+            subject,
+            property,
+            cases,
+            seconds,
+            seed,
+            case,
+            json,
+            markdown,
+            corpus,
+            no_save,
+            quiet,
+        }),
+        Command::Replay { path, op, subject } => cmd_replay(&path, op.as_deref(), subject.as_deref()),
+        Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
+        Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
         }
     }
 }
 
-fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {msg}");
-    ExitCode::from(2)
+/// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic:
+/// the rest of the output is dropped.
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
+        // EPIPE or another write error: nothing more can be shown.
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn cmd_check(
-    op: Option<String>,
-    subject_names: Vec<String>,
-    properties: Vec<Property>,
+/// Writes `text` to `path`, or to stdout for `-`.
+fn write_output(path: &Path, text: &str) -> Result<(), String> {
+    if path == Path::new("-") {
+        emit(text);
+        Ok(())
+    } else {
+        write_atomic(path, text.as_bytes())
+    }
+}
+
+fn selected_ops(names: &[String]) -> Result<Vec<&'static dyn DynOp>, String> {
+    if names.is_empty() {
+        return Ok(ops().to_vec());
+    }
+    let known: Vec<&str> = ops().iter().map(|o| o.name()).collect();
+    names
+        .iter()
+        .map(|n| op_by_name(n).ok_or_else(|| format!("unknown op {n:?} (known: {})", known.join(", "))))
+        .collect()
+}
+
+struct CheckArgs {
+    op: Vec<String>,
+    subject: Vec<String>,
+    property: Vec<Property>,
     cases: Option<u64>,
     seconds: Option<f64>,
-    seed: Option<u64>,
+    seed: Option<String>,
+    case: Option<u64>,
     json: Option<PathBuf>,
-    corpus: PathBuf,
+    markdown: Option<PathBuf>,
+    corpus: Option<PathBuf>,
     no_save: bool,
     quiet: bool,
-) -> ExitCode {
-    if let Some(op) = &op {
-        if !corpus::OPS.contains(&op.as_str()) {
-            return usage_error(format!("unknown op {op:?} (known: {})", corpus::OPS.join(", ")));
-        }
-    }
-    if let Some(s) = seconds {
-        if !(s > 0.0 && s.is_finite()) {
-            return usage_error("--seconds must be a positive number");
-        }
-    }
-    if cases == Some(0) {
-        return usage_error("--cases must be at least 1");
-    }
-    let mut skipped = Vec::new();
-    let subjects: Vec<Arc<dyn subject::SeqwiseSubject>> = if subject_names.is_empty() {
-        let a = subject::available();
-        for (name, reason) in a.skipped {
-            skipped.push(Skip {
-                suite: format!("{name} (tier B: conformance, offset-stride, padding, determinism, accuracy, gradient, validation on the kernel)"),
-                reason,
-            });
-        }
-        a.subjects
-    } else {
-        let mut v = Vec::new();
-        for n in &subject_names {
-            match subject::resolve(n) {
-                Ok(s) => v.extend(s),
-                Err(e) if n == "cuda" => skipped.push(Skip { suite: "cuda (tier B)".into(), reason: e }),
-                Err(e) => return usage_error(e),
-            }
-        }
-        v
+}
+
+fn cmd_check(a: CheckArgs) -> Outcome {
+    let ops_selected = selected_ops(&a.op)?;
+    let seconds = match a.seconds {
+        None => None,
+        Some(s) if s.is_nan() || s <= 0.0 => return Err("--seconds must be a positive number".into()),
+        Some(s) => Some(Duration::try_from_secs_f64(s).map_err(|_| format!("--seconds {s} is too large"))?),
     };
+    let seed = match a.seed.as_deref().map(knobs::parse_seed) {
+        Some(s) => Some(s.map_err(|e| format!("--seed: {e}"))?),
+        None => knobs::get::<String>(knobs::SEED)?
+            .map(|s| knobs::parse_seed(&s))
+            .transpose()
+            .map_err(|e| format!("{}: {e}", knobs::SEED))?,
+    };
+    let env_cases: Option<u64> = knobs::get(knobs::CASES)?;
+    let (cases, first_case) = match a.case {
+        Some(n) => {
+            if seed.is_none() {
+                return Err("--case N needs the seed of the run it comes from (--seed X)".into());
+            }
+            if a.cases.is_some() || a.seconds.is_some() {
+                return Err("--case N runs exactly one case: drop --cases and --seconds".into());
+            }
+            (Some(1), n)
+        }
+        None => (a.cases.or(env_cases).or(if seconds.is_some() { None } else { Some(1000) }), 0),
+    };
+    if cases == Some(0) {
+        return Err("--cases must be at least 1".into());
+    }
+    let gen = GenConfig::from_env()?;
+    for p in a.json.iter().chain(&a.markdown) {
+        check_writable(p)?;
+    }
+    if a.no_save && a.corpus.is_some() {
+        return Err("--no-save and --corpus contradict each other".into());
+    }
+    let save = if a.no_save {
+        SavePolicy::default()
+    } else {
+        match &a.corpus {
+            Some(dir) => SavePolicy { root: Some(dir.clone()), planted: true },
+            None => SavePolicy { root: Some(PathBuf::from("regressions")), planted: false },
+        }
+    };
+    // Which ops run which subjects: every name must mean something somewhere.
+    let mut runs = Vec::new();
+    let mut unavailable: Vec<Skip> = Vec::new();
+    for name in &a.subject {
+        let res: Vec<_> = ops_selected.iter().map(|o| o.resolve_names(std::slice::from_ref(name))).collect();
+        if res.iter().all(|r| r.found.is_empty() && r.unavailable.is_empty()) {
+            let why = res.iter().flat_map(|r| r.unknown.iter().map(|(_, m)| m.clone())).next().unwrap_or_default();
+            return Err(why);
+        }
+    }
+    for &o in &ops_selected {
+        if a.subject.is_empty() {
+            runs.push(o);
+            continue;
+        }
+        let r = o.resolve_names(&a.subject);
+        unavailable.extend(r.unavailable.iter().map(|s| Skip { suite: s.suite.clone(), reason: s.reason.clone() }));
+        if !r.found.is_empty() {
+            runs.push(o);
+        } else if !a.op.is_empty() && r.unavailable.is_empty() {
+            return Err(format!("op {} has none of the subjects {}", o.name(), a.subject.join(", ")));
+        }
+    }
     let seed = seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
     });
-    let properties = if properties.is_empty() { Property::ALL.to_vec() } else { properties };
-    let op_name = op.as_deref().unwrap_or("seqwise_loss");
-    if !quiet {
-        let names: Vec<String> = subjects.iter().map(|s| s.name()).collect();
-        eprintln!("bitparity check: op {op_name}, seed {seed}, subjects: {}", names.join(", "));
-        for s in &skipped {
-            eprintln!("skipping {}: {}", s.suite, s.reason);
-        }
+    let interrupt = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupt.clone();
+        // A second SIGINT ends the process at once (entries are written
+        // atomically, so nothing half-written stays behind).
+        let _ = ctrlc::set_handler(move || {
+            if flag.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("\ninterrupted: finishing the cases in flight (SIGINT again to stop at once)");
+        });
     }
-    let plan = CheckPlan {
-        subjects,
+    let properties = if a.property.is_empty() { Property::ALL.to_vec() } else { a.property.clone() };
+    let per_op = seconds.map(|d| d / runs.len().max(1) as u32);
+    let plan = Plan {
         properties,
         cases,
-        seconds,
+        seconds: per_op,
+        first_case,
         seed,
-        gen: GenConfig::from_env(),
-        corpus: (!no_save).then_some(corpus),
-        skipped,
-        progress: !quiet,
-        shrink_budget: 20_000,
+        gen: gen.clone(),
+        save,
+        progress: !a.quiet,
+        interrupt: interrupt.clone(),
     };
-    let summary = check::run(&plan);
-    print!("{}", report::to_table(op_name, &summary));
-    if let Some(path) = json {
-        if let Err(e) = std::fs::write(&path, report::to_json(op_name, &summary) + "\n") {
-            return usage_error(format!("cannot write {}: {e}", path.display()));
+    if !a.quiet {
+        let names: Vec<&str> = runs.iter().map(|o| o.name()).collect();
+        eprintln!("bitparity check: seed {seed}, ops {}", names.join(", "));
+    }
+    let mut summaries = Vec::new();
+    for o in &runs {
+        if interrupt.load(Ordering::SeqCst) {
+            break;
         }
+        summaries.push(o.check(&plan, &a.subject));
     }
-    if summary.failed() {
-        ExitCode::from(1)
+    let run = RunReport {
+        seed,
+        ops: summaries,
+        gen,
+        knobs: knobs::recorded(),
+        unavailable,
+        interrupted: interrupt.load(Ordering::SeqCst),
+    };
+    let table = report::to_table(&run);
+    if a.json.as_deref() == Some(Path::new("-")) {
+        eprint!("{table}");
     } else {
-        ExitCode::SUCCESS
+        emit(&table);
     }
+    if let Some(p) = &a.json {
+        write_output(p, &report::to_json(&run))?;
+    }
+    if let Some(p) = &a.markdown {
+        write_output(p, &report::to_markdown(&run, &format!("bitparity check, {}", corpus::today())))?;
+    }
+    Ok(run.verdict().exit_code())
 }
 
-fn cmd_replay(path: &std::path::Path) -> ExitCode {
-    let entries = match corpus::load_all(path) {
-        Ok(e) => e,
-        Err(e) => return usage_error(e),
-    };
-    let avail = subject::available();
-    for (name, reason) in &avail.skipped {
-        println!("SKIPPED {name}: {reason}");
+fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
+    if let Some(o) = op {
+        selected_ops(&[o.to_string()])?;
     }
-    let mut bad = 0;
-    for (p, entry) in &entries {
-        let results = corpus::replay(entry, &avail.subjects);
-        let ok = results.iter().all(|r| r.ok());
-        bad += !ok as usize;
-        println!(
-            "{} {} ({} / {}, {})",
-            if ok { "ok  " } else { "FAIL" },
-            p.display(),
+    let names: Vec<&str> = ops().iter().map(|o| o.name()).collect();
+    let (files, problems) = corpus::list(path, &names)?;
+    let mut out = String::new();
+    let (mut passed, mut failed, mut not_judged) = (0usize, 0usize, 0usize);
+    for (p, why) in &problems {
+        out += &format!("BAD  {}: {why}\n", p.display());
+        failed += 1;
+    }
+    let mut ops_seen: Vec<&'static dyn DynOp> = Vec::new();
+    for file in &files {
+        let entry = match corpus::read_entry(file) {
+            Ok(e) => e,
+            Err(why) => {
+                out += &format!("BAD  {}: {why}\n", file.display());
+                failed += 1;
+                continue;
+            }
+        };
+        if op.is_some_and(|o| o != entry.op) || subject.is_some_and(|s| s != entry.subject) {
+            continue;
+        }
+        let Some(dyn_op) = op_by_name(&entry.op) else {
+            out += &format!("BAD  {}: unknown op {:?} (known: {})\n", file.display(), entry.op, names.join(", "));
+            failed += 1;
+            continue;
+        };
+        let folder = file.parent().and_then(|d| d.file_name()).and_then(|n| n.to_str());
+        if folder.is_some_and(|f| names.contains(&f) && f != entry.op) {
+            out += &format!("BAD  {}: an entry of op {} in another op's folder\n", file.display(), entry.op);
+            failed += 1;
+            continue;
+        }
+        if !ops_seen.iter().any(|o| o.name() == dyn_op.name()) {
+            ops_seen.push(dyn_op);
+        }
+        let r = dyn_op.replay(&entry);
+        let status = if r.broken.is_some() || (r.judged() && !r.ok()) {
+            failed += 1;
+            "FAIL"
+        } else if !r.judged() {
+            not_judged += 1;
+            "SKIP"
+        } else {
+            passed += 1;
+            "ok  "
+        };
+        out += &format!(
+            "{status} {} ({} / {} / {}, {})\n",
+            file.display(),
+            entry.op,
             entry.property,
             entry.subject,
             entry.date
         );
-        for r in results.iter().filter(|r| !r.ok() || r.must_fail) {
-            let what = match (&r.failure, r.must_fail) {
+        if let Some(b) = &r.broken {
+            out += &format!("       not replayable: {b}\n");
+        }
+        for s in r.results.iter().filter(|s| !s.ok() || s.must_fail) {
+            let what = match (&s.failure, s.must_fail) {
                 (Some(_), true) => "still fails, as a planted bug must".to_string(),
                 (None, true) => "passes, but this planted bug must fail it".to_string(),
                 (Some(m), false) => format!("fails: {m}"),
                 (None, false) => "passes".to_string(),
             };
-            println!("       {}: {what}", r.subject);
+            out += &format!("       {}: {what}\n", s.subject);
+        }
+        for s in &r.not_replayed {
+            out += &format!("       not replayed on {}: {}\n", s.suite, s.reason);
         }
     }
-    println!("\n{} entries replayed, {} passed, {} failed", entries.len(), entries.len() - bad, bad);
-    if bad > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    for o in &ops_seen {
+        for s in o.replay_skips() {
+            out += &format!("SKIPPED {}: {}\n", s.suite, s.reason);
+        }
     }
+    let total = passed + failed + not_judged;
+    out += &format!("\n{total} entries: {passed} passed, {failed} failed, {not_judged} judged by no subject here\n");
+    let code = if failed > 0 {
+        Verdict::Failed
+    } else if passed == 0 {
+        out += "nothing was replayed: no entry was judged\n";
+        Verdict::NothingJudged
+    } else {
+        Verdict::Passed
+    };
+    emit(&out);
+    Ok(code.exit_code())
 }
 
-fn cmd_selftest(json: Option<PathBuf>, seed: u64) -> ExitCode {
-    eprintln!("hunting {} planted bugs from {} seeds each...", subject::planted::Bug::ALL.len(), selftest::SEEDS);
-    let reports = selftest::run(seed, &GenConfig::from_env());
-    print!("{}", selftest::to_table(&reports));
-    if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&reports).expect("reports serialize");
-        if let Err(e) = std::fs::write(&path, text + "\n") {
-            return usage_error(format!("cannot write {}: {e}", path.display()));
+fn cmd_selftest(op: Option<&str>, json: Option<PathBuf>, seed: &str) -> Outcome {
+    let seed = knobs::parse_seed(seed).map_err(|e| format!("--seed: {e}"))?;
+    let ops_selected = selected_ops(&op.map(|o| vec![o.to_string()]).unwrap_or_default())?;
+    if let Some(p) = &json {
+        check_writable(p)?;
+    }
+    let cfg = GenConfig::from_env()?;
+    let count: usize = ops_selected.iter().map(|o| o.planted_count()).sum();
+    eprintln!("hunting {count} planted bugs from {} seeds each (seeds {seed}..)...", selftest::SEEDS);
+    let reports: Vec<_> = ops_selected.iter().flat_map(|o| o.selftest(seed, &cfg)).collect();
+    let table = selftest::to_table(&reports);
+    if json.as_deref() == Some(Path::new("-")) {
+        eprint!("{table}");
+    } else {
+        emit(&table);
+    }
+    if let Some(p) = &json {
+        let text = serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?;
+        write_output(p, &(text + "\n"))?;
+    }
+    if reports.is_empty() {
+        return Ok(Verdict::NothingJudged.exit_code());
+    }
+    Ok(if reports.iter().all(|r| r.caught) { 0 } else { 1 })
+}
+
+fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, corpus_root: &Path) -> Outcome {
+    let all_targets = || -> Vec<(&'static dyn DynOp, Direction)> {
+        // Backward first: its checks include the forward's conformance.
+        ops().into_iter().flat_map(|o| [(o, Direction::Backward), (o, Direction::Forward)]).collect()
+    };
+    let named = |t: &str| bitparity::harness::registry::target(t);
+    let targets = match target.as_deref() {
+        Some(t) => vec![named(t).ok_or_else(|| {
+            let known: Vec<String> =
+                all_targets().iter().map(|(o, d)| format!("{}_{}", o.fuzz_prefix(), d.suffix())).collect();
+            format!("unknown fuzz target {t:?} (known: {})", known.join(", "))
+        })?],
+        None => match artifact.parent().and_then(|d| d.file_name()).and_then(|n| n.to_str()).and_then(named) {
+            Some(t) => vec![t],
+            None => all_targets(),
+        },
+    };
+    let bytes = read_capped(artifact, MAX_ARTIFACT_BYTES)?;
+    let subject = subject.or_else(|| std::env::var(knobs::FUZZ_SUBJECT).ok());
+    let mut last = None;
+    for (o, dir) in targets {
+        match o.import(artifact, &bytes, &[dir], subject.as_deref(), corpus_root) {
+            Ok(i) => {
+                let r = &i.record;
+                eprintln!(
+                    "{}: {} fails {} ({}); shrunk from {} to {}",
+                    i.target, r.subject, r.property, r.message, r.original_shape, r.shrunk_shape
+                );
+                eprint!("{}", report::failure_text(r));
+                use bitparity::runner::SaveNote;
+                return match &r.save {
+                    SaveNote::Saved { path } | SaveNote::Repaired { path } | SaveNote::Known { path } => {
+                        emit(&format!("{}\n", path.display()));
+                        Ok(0)
+                    }
+                    SaveNote::NotSaved { reason } => Err(format!("the entry was not saved: {reason}")),
+                };
+            }
+            Err(ImportError::Usage(m)) => {
+                // A subject name may belong to another op's target.
+                last = Some(Err(m));
+            }
+            Err(ImportError::NoFailure(m)) => last = Some(Ok(m)),
         }
     }
-    if reports.iter().all(|r| r.caught) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    match last {
+        Some(Ok(m)) => {
+            eprintln!("error: {m}");
+            Ok(1)
+        }
+        Some(Err(m)) => Err(m),
+        None => Err("no fuzz target to judge the artifact with".into()),
     }
 }

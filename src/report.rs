@@ -1,9 +1,228 @@
-//! The summary of a run as a table (stdout) and as JSON (`--json`).
+//! A run's summary as a table (the terminal), JSON (`--json`) and Markdown
+//! (`--markdown`, the nightly report), and its verdict and exit code.
 
-use crate::check::Summary;
-use crate::gen::seqwise_loss::Class;
+use crate::gen::GenConfig;
+use crate::runner::{FailureRecord, OpSummary, SaveNote};
+use crate::subject::Skip;
 use serde::Serialize;
 use std::fmt::Write;
+
+/// How a run ended; each verdict has its exit code (README, "Exit codes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every judged case of every property held, and something was judged.
+    Passed,
+    /// Some property failed.
+    Failed,
+    /// Nothing was judged, or a subject the user named could not run: not a
+    /// pass.
+    NothingJudged,
+    /// Stopped by SIGINT before its budget, with no failure.
+    Interrupted,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Passed => 0,
+            Verdict::Failed => 1,
+            Verdict::NothingJudged => 3,
+            Verdict::Interrupted => 130,
+        }
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "FAILED",
+            Verdict::NothingJudged => "NOTHING JUDGED",
+            Verdict::Interrupted => "INTERRUPTED",
+        }
+    }
+}
+
+/// Everything a `check` found, over every op it ran.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    pub seed: u64,
+    pub ops: Vec<OpSummary>,
+    pub gen: GenConfig,
+    /// Environment knobs that change the cases (set ones only).
+    pub knobs: Vec<(String, String)>,
+    /// Subjects the user named that could not run here, with why.
+    pub unavailable: Vec<Skip>,
+    pub interrupted: bool,
+}
+
+impl RunReport {
+    pub fn verdict(&self) -> Verdict {
+        if self.ops.iter().any(OpSummary::failed) {
+            Verdict::Failed
+        } else if self.interrupted {
+            Verdict::Interrupted
+        } else if !self.unavailable.is_empty() || self.ops.iter().map(OpSummary::judged).sum::<u64>() == 0 {
+            Verdict::NothingJudged
+        } else {
+            Verdict::Passed
+        }
+    }
+}
+
+/// A ratio readable at any size: 0.954, 3.2e12, inf.
+fn ratio_text(r: f64) -> String {
+    if r.is_infinite() {
+        "inf".into()
+    } else if r < 1000.0 {
+        format!("{r:.3}")
+    } else {
+        format!("{r:.2e}")
+    }
+}
+
+/// One failure, as printed when it is found and in the table's tail.
+pub fn failure_text(f: &FailureRecord) -> String {
+    let mut out = String::new();
+    let at = f.case_index.map(|i| format!("case {i} ")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "FAILED {} / {} / {} ({}): {at}({}), shrunk to {}",
+        f.op, f.property, f.subject, f.profile, f.original_shape, f.shrunk_shape
+    );
+    let _ = writeln!(out, "  {}", f.message);
+    for line in f.shrunk_case.lines() {
+        let _ = writeln!(out, "  | {line}");
+    }
+    match &f.save {
+        SaveNote::Saved { path } => {
+            let _ = writeln!(out, "  saved to {} (new corpus entry: commit it)", path.display());
+        }
+        SaveNote::Repaired { path } => {
+            let _ = writeln!(out, "  saved to {} (replacing an unreadable file of that name)", path.display());
+        }
+        SaveNote::Known { path } => {
+            let _ = writeln!(out, "  already in the corpus: {}", path.display());
+        }
+        SaveNote::NotSaved { reason } => {
+            let _ = writeln!(out, "  not saved: {reason}");
+        }
+    }
+    for r in &f.reproduce {
+        let _ = writeln!(out, "  reproduce: {r}");
+    }
+    out
+}
+
+fn notes(r: &crate::runner::RowStats) -> String {
+    let mut v = Vec::new();
+    if r.near_ties > 0 {
+        v.push(format!("{} near-tie rows", r.near_ties));
+    }
+    if r.unbounded > 0 {
+        v.push(format!("{} unbounded", r.unbounded));
+    }
+    if r.kinks > 0 {
+        v.push(format!("{} kinks", r.kinks));
+    }
+    if r.undetermined > 0 {
+        v.push(format!("{} undetermined", r.undetermined));
+    }
+    if r.not_applicable_cases > 0 {
+        v.push(format!("{} cases n/a", r.not_applicable_cases));
+    }
+    v.join(", ")
+}
+
+/// The table: per op, property x profile x subject, then the class counts,
+/// the skipped suites and the failures; then the verdict.
+pub fn to_table(run: &RunReport) -> String {
+    let mut out = String::new();
+    let knobs: Vec<String> = run.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let _ = writeln!(
+        out,
+        "seed {}; generator max T x E {}, max T {}, max E {}{}",
+        run.seed,
+        run.gen.max_te,
+        run.gen.max_t,
+        run.gen.max_e,
+        if knobs.is_empty() { String::new() } else { format!(" ({})", knobs.join(", ")) }
+    );
+    for s in &run.ops {
+        let _ = writeln!(out, "\n{}: {} cases in {:.1} s\n", s.op, s.cases, s.seconds);
+        let _ = writeln!(
+            out,
+            "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  notes",
+            "property", "profile", "subject", "cases", "failures", "err/bound"
+        );
+        for (k, r) in &s.rows {
+            if let Some(why) = &r.not_applicable {
+                let _ = writeln!(
+                    out,
+                    "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  n/a: {why}",
+                    k.property.to_string(),
+                    k.profile,
+                    k.subject,
+                    "-",
+                    "-",
+                    "-"
+                );
+                continue;
+            }
+            let measure = match r.worst_error_over_bound {
+                Some(x) => ratio_text(x),
+                None if k.subject == crate::props::MPFR_SUBJECT => "fd-order".into(),
+                None if k.property.bitwise() => "bitwise".into(),
+                None => "-".into(),
+            };
+            let _ = writeln!(
+                out,
+                "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  {}{}",
+                k.property.to_string(),
+                k.profile,
+                k.subject,
+                r.cases,
+                r.failures,
+                measure,
+                notes(r),
+                if r.failures > 0 { "  <-- FAILED" } else { "" }
+            );
+        }
+        let _ = writeln!(out, "\nadversarial classes of {} (cases that exercised each):", s.op);
+        let mut line = String::new();
+        for (i, (c, n)) in s.classes.iter().enumerate() {
+            let _ = write!(line, "  {c:<20}{n:>6}");
+            if i % 4 == 3 {
+                let _ = writeln!(out, "{line}");
+                line.clear();
+            }
+        }
+        if !line.is_empty() {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(
+            out,
+            "  {:<20}{:>6}  (cases where an exact decision differed from the profile's)",
+            "decision-near-tie", s.near_tie_cases
+        );
+        for sk in &s.skipped {
+            let _ = writeln!(out, "\nSKIPPED {}: {}", sk.suite, sk.reason);
+        }
+        for f in &s.failures {
+            let _ = write!(out, "\n{}", failure_text(f));
+        }
+    }
+    for u in &run.unavailable {
+        let _ = writeln!(out, "\nNOT RUN (named, unavailable here) {}: {}", u.suite, u.reason);
+    }
+    let v = run.verdict();
+    let why = match v {
+        Verdict::NothingJudged if !run.unavailable.is_empty() => " (a subject you named could not run)",
+        Verdict::NothingJudged => " (no case was judged)",
+        Verdict::Interrupted => " (interrupted: the table covers the cases run so far)",
+        _ => "",
+    };
+    let _ = writeln!(out, "\n{}{why}", v.word());
+    out
+}
 
 #[derive(Serialize)]
 struct JsonRow<'a> {
@@ -17,28 +236,19 @@ struct JsonRow<'a> {
     near_ties: u64,
     unbounded: u64,
     kinks: u64,
+    undetermined: u64,
+    not_applicable_cases: u64,
+    not_applicable: Option<&'a str>,
 }
 
-#[derive(Serialize)]
-struct JsonSummary<'a> {
-    op: &'a str,
-    cases: u64,
-    seconds: f64,
-    seed: u64,
-    passed: bool,
-    rows: Vec<JsonRow<'a>>,
-    classes: std::collections::BTreeMap<String, u64>,
-    near_tie_cases: u64,
-    skipped: &'a [crate::check::Skip],
-    failures: &'a [crate::check::FailureRecord],
-}
-
-pub fn to_json(op: &str, s: &Summary) -> String {
-    let rows = s
-        .rows
+/// The same summary as JSON (README, "Reading the table").
+pub fn to_json(run: &RunReport) -> String {
+    let rows: Vec<JsonRow> = run
+        .ops
         .iter()
+        .flat_map(|s| s.rows.iter())
         .map(|(k, r)| JsonRow {
-            op,
+            op: &k.op,
             property: k.property.to_string(),
             profile: &k.profile,
             subject: &k.subject,
@@ -48,98 +258,86 @@ pub fn to_json(op: &str, s: &Summary) -> String {
             near_ties: r.near_ties,
             unbounded: r.unbounded,
             kinks: r.kinks,
+            undetermined: r.undetermined,
+            not_applicable_cases: r.not_applicable_cases,
+            not_applicable: r.not_applicable.as_deref(),
         })
         .collect();
-    let classes = Class::ALL.iter().map(|c| (c.to_string(), s.classes.get(c).copied().unwrap_or(0))).collect();
-    let j = JsonSummary {
-        op,
-        cases: s.cases,
-        seconds: s.seconds,
-        seed: s.seed,
-        passed: !s.failed(),
-        rows,
-        classes,
-        near_tie_cases: s.near_tie_cases,
-        skipped: &s.skipped,
-        failures: &s.failures,
-    };
-    serde_json::to_string_pretty(&j).expect("a summary always serializes")
+    let ops: Vec<serde_json::Value> = run
+        .ops
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "op": s.op,
+                "cases": s.cases,
+                "seconds": s.seconds,
+                "near_tie_cases": s.near_tie_cases,
+                "classes": s.classes.iter().map(|(c, n)| (c.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
+                "skipped": s.skipped,
+                "failures": s.failures,
+            })
+        })
+        .collect();
+    let v = run.verdict();
+    let j = serde_json::json!({
+        "seed": run.seed,
+        "verdict": v,
+        "exit_code": v.exit_code(),
+        "passed": v == Verdict::Passed,
+        "interrupted": run.interrupted,
+        "cases": run.ops.iter().map(|s| s.cases).sum::<u64>(),
+        "seconds": run.ops.iter().map(|s| s.seconds).sum::<f64>(),
+        "generator": { "max_te": run.gen.max_te, "max_t": run.gen.max_t, "max_e": run.gen.max_e },
+        "knobs": run.knobs.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+        "unavailable": run.unavailable,
+        "ops": ops,
+        "rows": rows,
+    });
+    serde_json::to_string_pretty(&j).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")) + "\n"
 }
 
-/// The table: property x profile x subject, then the class counts, the
-/// skipped suites and the failures.
-pub fn to_table(op: &str, s: &Summary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{op}: {} cases in {:.1} s (seed {})\n", s.cases, s.seconds, s.seed);
+/// The summary as Markdown: the nightly report's body.
+pub fn to_markdown(run: &RunReport, title: &str) -> String {
+    let mut md = format!("# {title}\n\n");
+    let _ =
+        writeln!(md, "- seed {}; verdict **{}** (exit {})", run.seed, run.verdict().word(), run.verdict().exit_code());
     let _ = writeln!(
-        out,
-        "{:<14} {:<16} {:<24} {:>7} {:>8} {:>12}  notes",
-        "property", "profile", "subject", "cases", "failures", "err/bound"
+        md,
+        "- generator: max T x E {}, max T {}, max E {}{}",
+        run.gen.max_te,
+        run.gen.max_t,
+        run.gen.max_e,
+        run.knobs.iter().map(|(k, v)| format!(", {k}={v}")).collect::<String>()
     );
-    for (k, r) in &s.rows {
-        let ratio = r.worst_error_over_bound.map(|x| format!("{x:.3}")).unwrap_or_else(|| "bitwise".into());
-        let mut notes = Vec::new();
-        if r.near_ties > 0 {
-            notes.push(format!("{} near-tie rows", r.near_ties));
+    for s in &run.ops {
+        let _ = writeln!(md, "\n## {}: {} cases in {:.1} s\n", s.op, s.cases, s.seconds);
+        md.push_str("| property | profile | subject | cases | failures | err/bound | notes |\n|---|---|---|---:|---:|---:|---|\n");
+        for (k, r) in &s.rows {
+            let (cases, failures, measure, note) = match &r.not_applicable {
+                Some(why) => ("-".to_string(), "-".to_string(), "-".to_string(), format!("n/a: {why}")),
+                None => (
+                    r.cases.to_string(),
+                    r.failures.to_string(),
+                    r.worst_error_over_bound.map(ratio_text).unwrap_or_else(|| "bitwise".into()),
+                    notes(r),
+                ),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {cases} | {failures} | {measure} | {note} |",
+                k.property, k.profile, k.subject
+            );
         }
-        if r.unbounded > 0 {
-            notes.push(format!("{} unbounded", r.unbounded));
+        md.push_str("\n| class | cases |\n|---|---:|\n");
+        for (c, n) in &s.classes {
+            let _ = writeln!(md, "| {c} | {n} |");
         }
-        if r.kinks > 0 {
-            notes.push(format!("{} kinks", r.kinks));
+        for sk in &s.skipped {
+            let _ = writeln!(md, "\nSKIPPED {}: {}", sk.suite, sk.reason);
         }
-        let _ = writeln!(
-            out,
-            "{:<14} {:<16} {:<24} {:>7} {:>8} {:>12}  {}{}",
-            k.property.to_string(),
-            k.profile,
-            k.subject,
-            r.cases,
-            r.failures,
-            ratio,
-            notes.join(", "),
-            if r.failures > 0 { "  <-- FAILED" } else { "" }
-        );
-    }
-    let _ = writeln!(out, "\nadversarial classes (cases that exercised each):");
-    let mut line = String::new();
-    for (i, c) in Class::ALL.iter().enumerate() {
-        let _ = write!(line, "  {:<18}{:>6}", c.to_string(), s.classes.get(c).copied().unwrap_or(0));
-        if i % 4 == 3 {
-            let _ = writeln!(out, "{line}");
-            line.clear();
+        for f in &s.failures {
+            let _ = write!(md, "\n```\n{}```\n", failure_text(f));
         }
     }
-    if !line.is_empty() {
-        let _ = writeln!(out, "{line}");
-    }
-    let _ = writeln!(
-        out,
-        "  {:<18}{:>6}  (cases where an exact decision differed from the profile's)",
-        "decision-near-tie", s.near_tie_cases
-    );
-    for sk in &s.skipped {
-        let _ = writeln!(out, "\nSKIPPED {}: {}", sk.suite, sk.reason);
-    }
-    for f in &s.failures {
-        let _ = writeln!(
-            out,
-            "\nFAILED {} / {} ({}): case {} (T x E = {} x {}, shrunk to {} x {})\n  {}",
-            f.property,
-            f.subject,
-            f.profile,
-            f.case_index,
-            f.original_shape.0,
-            f.original_shape.1,
-            f.shrunk_shape.0,
-            f.shrunk_shape.1,
-            f.message
-        );
-        if let Some(p) = &f.saved {
-            let _ = writeln!(out, "  saved to {}", p.display());
-        }
-    }
-    let verdict = if s.failed() { "FAILED" } else { "passed" };
-    let _ = writeln!(out, "\n{verdict}");
-    out
+    md
 }

@@ -1,13 +1,12 @@
-//! `bitparity selftest`: every planted bug, hunted from 20 seeds. For each
-//! bug: was it caught, after how many cases (median), by which property, and
-//! how small the shrunk counterexample is.
+//! `bitparity selftest`: every planted bug of every op, hunted from 20 seeds.
+//! For each bug: was it caught, after how many cases (median), by which
+//! property, and how small the shrunk counterexample is.
 
-use crate::check::case_at;
-use crate::gen::seqwise_loss::{shrink, GenConfig};
-use crate::props::seqwise_loss::{judge, References};
-use crate::props::Property;
-use crate::subject::planted::{Bug, KernelModel};
-use oracles::case::seqwise_loss::SeqwiseCase;
+use crate::gen::GenConfig;
+use crate::harness::{case_at, Harness, Planted};
+use crate::props::{applies, judge, Property, References};
+use crate::runner::shape;
+use crate::shrink::shrink;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -16,10 +15,19 @@ use std::collections::BTreeMap;
 pub const SEEDS: u64 = 20;
 /// Cases tried per seed before a bug counts as missed.
 pub const MAX_CASES: u64 = 2000;
+/// Cases looked at past the first failure for a smaller counterexample.
+pub const SMALLER_WITHIN: u64 = 200;
 /// The properties the hunt uses, in the order they are tried on each case
-/// (the cheap ones; accuracy and gradient judge the oracle, not a kernel).
-pub const HUNT: [Property; 5] =
-    [Property::Conformance, Property::Padding, Property::OffsetStride, Property::Determinism, Property::Validation];
+/// (the bitwise ones: accuracy and gradient judge the oracle's formulas, not
+/// a kernel's mistakes).
+pub const HUNT: [Property; 6] = [
+    Property::Conformance,
+    Property::Padding,
+    Property::OffsetStride,
+    Property::BatchInvariance,
+    Property::Determinism,
+    Property::Validation,
+];
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Hunt {
@@ -27,66 +35,95 @@ pub struct Hunt {
     /// Cases generated up to and including the first failing one.
     pub cases: Option<u64>,
     pub property: Option<Property>,
-    pub shrunk: Option<(usize, usize)>,
+    /// The shrunk counterexample's shape and size.
+    pub shrunk: Option<String>,
+    pub shrunk_size: Option<usize>,
     pub message: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BugReport {
+    pub op: String,
     pub bug: String,
     pub description: String,
     pub caught: bool,
     pub seeds_caught: u64,
     pub median_cases: Option<u64>,
     pub property: Option<Property>,
-    /// The largest shrunk T x E over the seeds, and its shape.
-    pub shrunk_max: Option<(usize, usize)>,
+    /// The largest shrunk counterexample over the seeds (shape).
+    pub shrunk_max: Option<String>,
+    pub shrunk_max_size: Option<usize>,
     pub hunts: Vec<Hunt>,
 }
 
-/// Cases looked at past the first failure for a smaller counterexample.
-pub const SMALLER_WITHIN: u64 = 200;
+/// The first property of [`HUNT`] that `bug` fails on `case`.
+fn failing<O: Harness>(bug: &Planted<O>, case: &O::Case) -> Option<Property> {
+    let s = bug.subject.as_ref();
+    HUNT.into_iter().find(|&p| applies(p, s).is_ok() && judge(p, s, case, &mut References::default()).failure.is_some())
+}
 
 /// Hunts `bug` from one seed: the first failing case, the property that
 /// caught it, and the smallest shrunk counterexample found near it.
-pub fn hunt(bug: Bug, seed: u64, cfg: &GenConfig) -> Hunt {
-    let subject = KernelModel::planted(bug);
-    let failing = |case: &SeqwiseCase| -> Option<Property> {
-        HUNT.into_iter().find(|&p| judge(p, &subject, case, &mut References::default()).failure.is_some())
-    };
-    let Some((first, property)) = (0..MAX_CASES).find_map(|i| failing(&case_at(seed, i, cfg)).map(|p| (i, p))) else {
-        return Hunt { seed, cases: None, property: None, shrunk: None, message: None };
+pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
+    let Some((first, property)) =
+        (0..MAX_CASES).find_map(|i| failing(bug, &case_at::<O>(seed, i, cfg)).map(|p| (i, p)))
+    else {
+        return Hunt { seed, cases: None, property: None, shrunk: None, shrunk_size: None, message: None };
     };
     // Shrinking only removes and simplifies, so it can stop in a local
     // minimum; the smallest failing cases among the next few are shrunk too
     // and the smallest result kept.
-    let mut candidates: Vec<(SeqwiseCase, Property)> = (first..first + SMALLER_WITHIN)
+    let mut candidates: Vec<(O::Case, Property)> = (first..first + SMALLER_WITHIN)
         .filter_map(|i| {
-            let c = case_at(seed, i, cfg);
-            failing(&c).map(|p| (c, p))
+            let c = case_at::<O>(seed, i, cfg);
+            failing(bug, &c).map(|p| (c, p))
         })
         .collect();
-    candidates.sort_by_key(|(c, _)| c.t * c.e);
-    let mut best: Option<(SeqwiseCase, Property)> = None;
+    candidates.sort_by_key(|(c, _)| O::size(c));
+    let s = bug.subject.as_ref();
+    let mut best: Option<(O::Case, Property)> = None;
     for (case, p) in candidates.into_iter().take(8) {
-        let fails = |c: &SeqwiseCase| judge(p, &subject, c, &mut References::default()).failure.is_some();
-        let small = shrink(&case, fails, 20_000);
-        if best.as_ref().is_none_or(|(b, _)| small.t * small.e < b.t * b.e) {
+        let fails = |c: &O::Case| judge(p, s, c, &mut References::default()).failure.is_some();
+        let small = shrink::<O>(&case, fails, crate::shrink::BUDGET);
+        if best.as_ref().is_none_or(|(b, _)| O::size(&small) < O::size(b)) {
             best = Some((small, p));
         }
     }
-    let (small, p) = best.expect("the first failing case is among the candidates");
-    let message = judge(p, &subject, &small, &mut References::default()).failure;
-    Hunt { seed, cases: Some(first + 1), property: Some(property), shrunk: Some((small.t, small.e)), message }
+    let Some((small, p)) = best else {
+        // Unreachable: the first failing case is among the candidates.
+        return Hunt {
+            seed,
+            cases: Some(first + 1),
+            property: Some(property),
+            shrunk: None,
+            shrunk_size: None,
+            message: None,
+        };
+    };
+    let message = judge(p, s, &small, &mut References::default()).failure;
+    Hunt {
+        seed,
+        cases: Some(first + 1),
+        property: Some(property),
+        shrunk: Some(shape::<O>(&small)),
+        shrunk_size: Some(O::size(&small)),
+        message,
+    }
 }
 
-/// Hunts every bug from `SEEDS` seeds starting at `first_seed`.
-pub fn run(first_seed: u64, cfg: &GenConfig) -> Vec<BugReport> {
-    Bug::ALL
+/// The seeds of a selftest starting at `first`: `SEEDS` consecutive values,
+/// wrapping past u64::MAX (never an empty range).
+pub fn seeds(first: u64) -> Vec<u64> {
+    (0..SEEDS).map(|i| first.wrapping_add(i)).collect()
+}
+
+/// Hunts every planted bug of op `O` from [`SEEDS`] seeds starting at
+/// `first_seed`.
+pub fn run<O: Harness>(first_seed: u64, cfg: &GenConfig) -> Vec<BugReport> {
+    O::planted()
         .iter()
-        .map(|&bug| {
-            let hunts: Vec<Hunt> =
-                (first_seed..first_seed + SEEDS).into_par_iter().map(|s| hunt(bug, s, cfg)).collect();
+        .map(|bug| {
+            let hunts: Vec<Hunt> = seeds(first_seed).into_par_iter().map(|s| hunt(bug, s, cfg)).collect();
             let mut cases: Vec<u64> = hunts.iter().filter_map(|h| h.cases).collect();
             cases.sort_unstable();
             let seeds_caught = cases.len() as u64;
@@ -97,15 +134,17 @@ pub fn run(first_seed: u64, cfg: &GenConfig) -> Vec<BugReport> {
                 *by_prop.entry(p).or_default() += 1;
             }
             let property = by_prop.into_iter().max_by_key(|(_, n)| *n).map(|(p, _)| p);
-            let shrunk_max = hunts.iter().filter_map(|h| h.shrunk).max_by_key(|(t, e)| t * e);
+            let largest = hunts.iter().filter(|h| h.shrunk_size.is_some()).max_by_key(|h| h.shrunk_size);
             BugReport {
-                bug: format!("bug:{}", bug.name()),
-                description: bug.describe().into(),
+                op: O::NAME.into(),
+                bug: format!("bug:{}", bug.name),
+                description: bug.description.into(),
                 caught: seeds_caught == SEEDS,
                 seeds_caught,
                 median_cases,
                 property,
-                shrunk_max,
+                shrunk_max: largest.and_then(|h| h.shrunk.clone()),
+                shrunk_max_size: largest.and_then(|h| h.shrunk_size),
                 hunts,
             }
         })
@@ -117,23 +156,24 @@ pub fn to_table(reports: &[BugReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<26} {:>7} {:>13} {:<14} {:>11}  what",
-        "planted bug", "caught", "median cases", "property", "shrunk TxE"
+        "{:<13} {:<26} {:>7} {:>13} {:<16} {:<22}  what",
+        "op", "planted bug", "caught", "median cases", "property", "largest shrunk"
     );
     for r in reports {
         let _ = writeln!(
             out,
-            "{:<26} {:>4}/{:<2} {:>13} {:<14} {:>11}  {}",
+            "{:<13} {:<26} {:>4}/{:<2} {:>13} {:<16} {:<22}  {}",
+            r.op,
             r.bug,
             r.seeds_caught,
             SEEDS,
             r.median_cases.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
             r.property.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
-            r.shrunk_max.map(|(t, e)| format!("{t}x{e}")).unwrap_or_else(|| "-".into()),
+            r.shrunk_max.clone().unwrap_or_else(|| "-".into()),
             r.description
         );
     }
-    let all = reports.iter().all(|r| r.caught);
+    let all = !reports.is_empty() && reports.iter().all(|r| r.caught);
     let _ = writeln!(out, "\n{}", if all { "every planted bug caught" } else { "SOME PLANTED BUGS WERE MISSED" });
     out
 }

@@ -33,8 +33,8 @@ fn check_passes_and_writes_json() {
     for key in ["op", "property", "profile", "subject", "cases", "failures", "worst_error_over_bound"] {
         assert!(rows[0].get(key).is_some(), "missing {key}");
     }
-    assert!(v["classes"]["clamp-tie"].is_number());
-    assert!(v["skipped"].is_array());
+    assert!(v["ops"][0]["classes"]["clamp-tie"].is_number());
+    assert!(v["ops"][0]["skipped"].is_array());
 }
 
 #[test]
@@ -79,7 +79,8 @@ fn bad_input_gets_a_clear_error() {
     let dir = tmp("garbage");
     let f = dir.join("x.json");
     std::fs::write(&f, "{not json").unwrap();
+    // A bad entry is reported with its path and reason, and fails the run.
     let out = bitparity().arg("replay").arg(&f).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a corpus entry"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not a corpus entry"));
 }

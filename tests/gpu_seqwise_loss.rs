@@ -15,11 +15,11 @@
 //! `BITPARITY_GPU_SEED` (default 0x5eed) the seed of the generated cases.
 
 use bitparity::gen::seqwise_loss::{generate, GenConfig};
-use bitparity::props::seqwise_loss::{conformance, judge, References};
-use bitparity::props::Property;
+use bitparity::props::{conformance, judge, Property, References};
 use bitparity::subject::cuda::{probe, CudaSeqwise};
-use bitparity::subject::{SeqwiseSubject, SubjectError};
+use bitparity::subject::{Subject, SubjectError};
 use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS};
+use oracles::op::seqwise_loss::SeqwiseLoss;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 
 type Outcome = Result<(), String>;
@@ -43,7 +43,7 @@ fn run_generated(cuda: &CudaSeqwise, test: &str, property: Property, salt: u64) 
     let mut failures = Vec::new();
     for i in 0..n {
         let case = generate(&mut rng, &cfg);
-        let j = judge(property, cuda, &case, &mut References::default());
+        let j = judge::<SeqwiseLoss>(property, cuda, &case, &mut References::default());
         if let Some(f) = j.failure {
             failures.push(format!("case {i} (T={}, E={}): {f}", case.t, case.e));
         }
@@ -133,7 +133,7 @@ fn edge_cases() -> Vec<(String, SeqwiseCase)> {
 fn conformance_on_edge_shapes(cuda: &CudaSeqwise) -> Outcome {
     let mut failures = Vec::new();
     for (name, case) in edge_cases() {
-        if let Some(f) = conformance(cuda, &case).failure {
+        if let Some(f) = conformance::<SeqwiseLoss>(cuda, &case).failure {
             failures.push(format!("{name}: {f}"));
         }
     }
@@ -147,16 +147,16 @@ fn conformance_on_edge_shapes(cuda: &CudaSeqwise) -> Outcome {
 fn invalid_cases_are_refused(cuda: &CudaSeqwise) -> Outcome {
     let mut c = SeqwiseCase::dense(2, 3, vec![0.5; 6], Objective::UnbiasedTopK { k: 4 });
     let mut wrong = Vec::new();
-    if !matches!(cuda.forward(&c), Err(SubjectError::Invalid(_))) {
+    if !matches!(Subject::<SeqwiseLoss>::forward(cuda, &c), Err(SubjectError::Invalid(_))) {
         wrong.push("k > E was not refused as invalid");
     }
     c.objective = Objective::UnbiasedTopK { k: 1 };
     c.layout.offset = 4;
-    if !matches!(cuda.backward(&c), Err(SubjectError::Invalid(_))) {
+    if !matches!(Subject::<SeqwiseLoss>::backward(cuda, &c), Err(SubjectError::Invalid(_))) {
         wrong.push("offset 4 was not refused as invalid");
     }
     let big = SeqwiseCase::dense(1, 1025, vec![0.5; 1025], Objective::UnbiasedTopK { k: 1 });
-    if !matches!(cuda.forward(&big), Err(SubjectError::Unavailable(_))) {
+    if !matches!(Subject::<SeqwiseLoss>::forward(cuda, &big), Err(SubjectError::Unavailable(_))) {
         wrong.push("E = 1025 was not refused as unavailable");
     }
     if wrong.is_empty() {

@@ -7,7 +7,8 @@
 //! run time), unless BITPARITY_REQUIRE_NVRTC=1 (CI sets it), where a missing
 //! NVRTC fails.
 
-use bitparity::subject::cuda::{compile, nvrtc_version, CI_ARCH, KERNELS};
+use bitparity::subject::cuda::nvrtc::{compile, version, CI_ARCH};
+use bitparity::subject::cuda::KernelId;
 
 const NAME: &str = "every_kernel_compiles_without_warnings";
 
@@ -25,7 +26,7 @@ fn main() {
     }
     println!("\nrunning 1 test");
     let required = std::env::var("BITPARITY_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
-    let (passed, failed, ignored, detail) = match nvrtc_version() {
+    let (passed, failed, ignored, detail) = match version() {
         Err(reason) if !required => {
             println!("test {NAME} ... ignored, {reason}");
             (0, 0, 1, None)
@@ -33,8 +34,8 @@ fn main() {
         Err(reason) => (0, 1, 0, Some(format!("BITPARITY_REQUIRE_NVRTC=1 but {reason}"))),
         Ok(version) => {
             let mut failures = Vec::new();
-            for kernel in KERNELS {
-                match compile(kernel, CI_ARCH) {
+            for id in KernelId::ALL {
+                match compile(&id.source(), CI_ARCH, &[]) {
                     Ok(c) if c.log.is_empty() => println!(
                         "compiled {} for {} with NVRTC {}.{}: {} bytes of machine code, empty log",
                         c.name,
@@ -44,7 +45,7 @@ fn main() {
                         c.cubin.len()
                     ),
                     Ok(c) => failures.push(format!("{} ({}): NVRTC log not empty:\n{}", c.name, c.arch, c.log)),
-                    Err(e) => failures.push(e),
+                    Err(e) => failures.push(e.to_string()),
                 }
             }
             if failures.is_empty() {

@@ -1,34 +1,50 @@
 //! Every planted bug is caught, quickly, with a small counterexample: the
-//! `bitparity selftest` hunt and its targets (at most 200 cases, shrunk
-//! T x E at most 16), on one seed each.
+//! `bitparity selftest` hunt and its targets (at most 200 cases, shrunk size
+//! at most 16), on one seed each, for every op.
 
-use bitparity::gen::seqwise_loss::GenConfig;
-use bitparity::props::seqwise_loss::{judge, References};
+use bitparity::gen::GenConfig;
+use bitparity::harness::{case_at, Harness};
+use bitparity::props::{applies, judge, References};
 use bitparity::selftest::{hunt, HUNT};
-use bitparity::subject::planted::{Bug, KernelModel};
+use oracles::op::seqwise_loss::SeqwiseLoss;
 
-#[test]
-fn every_planted_bug_is_caught_and_shrunk() {
+fn every_planted_bug_is_caught<O: Harness>() {
     let cfg = GenConfig::default();
-    for bug in Bug::ALL {
+    let bugs = O::planted();
+    assert!(!bugs.is_empty());
+    for bug in &bugs {
         let h = hunt(bug, 7, &cfg);
-        let cases = h.cases.unwrap_or_else(|| panic!("{} not caught", bug.name()));
-        let (t, e) = h.shrunk.expect("a caught bug has a shrunk case");
-        println!("{:<24} {cases:>4} cases {:?} -> {t}x{e}", bug.name(), h.property);
-        assert!(cases <= 200, "{}: {cases} cases to detection", bug.name());
-        assert!(t * e <= 16, "{}: shrunk to {t}x{e}", bug.name());
+        let cases = h.cases.unwrap_or_else(|| panic!("{} {} not caught", O::NAME, bug.name));
+        let size = h.shrunk_size.expect("a caught bug has a shrunk case");
+        println!("{} {:<24} {cases:>4} cases {:?} -> {:?}", O::NAME, bug.name, h.property, h.shrunk);
+        assert!(cases <= 200, "{}: {cases} cases to detection", bug.name);
+        assert!(size <= 16, "{}: shrunk to {:?}", bug.name, h.shrunk);
+    }
+}
+
+fn correct_models_are_not_flagged<O: Harness>() {
+    let cfg = GenConfig::default();
+    for p in O::profiles() {
+        let s = O::model(&p);
+        for i in 0..300 {
+            let case = case_at::<O>(7, i, &cfg);
+            for prop in HUNT {
+                if applies(prop, s.as_ref()).is_err() {
+                    continue;
+                }
+                let j = judge(prop, s.as_ref(), &case, &mut References::default());
+                assert!(j.failure.is_none(), "{} case {i} {prop}: {:?}", s.name(), j.failure);
+            }
+        }
     }
 }
 
 #[test]
-fn the_correct_model_is_not_flagged() {
-    let cfg = GenConfig::default();
-    let s = KernelModel::new(oracles::profile::seqwise_loss::SeqwiseProfile::serial());
-    for i in 0..300 {
-        let case = bitparity::check::case_at(7, i, &cfg);
-        for p in HUNT {
-            let j = judge(p, &s, &case, &mut References::default());
-            assert!(j.failure.is_none(), "case {i} {p}: {:?}", j.failure);
-        }
-    }
+fn seqwise_loss_planted_bugs_are_caught_and_shrunk() {
+    every_planted_bug_is_caught::<SeqwiseLoss>();
+}
+
+#[test]
+fn seqwise_loss_correct_models_are_not_flagged() {
+    correct_models_are_not_flagged::<SeqwiseLoss>();
 }

@@ -6,7 +6,7 @@
 //! (docs/fuzzing.md).
 #![no_main]
 
-use bitparity::fuzzing::{run_target, Target};
+use bitparity::fuzzing::run_target;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| run_target(Target::LossBwd, data));
+fuzz_target!(|data: &[u8]| run_target("loss_bwd", data));

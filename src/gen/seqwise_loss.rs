@@ -120,39 +120,7 @@ impl fmt::Display for Class {
     }
 }
 
-/// Sizes of generated cases.
-///
-/// Each knob documents its default and the environment variable that
-/// overrides it (read by [`GenConfig::from_env`]).
-#[derive(Clone, Debug)]
-pub struct GenConfig {
-    /// Largest T x E of a case. Default 4096; `BITPARITY_MAX_TE`. The MPFR
-    /// properties cost about T x E x 30 MPFR operations a case.
-    pub max_te: usize,
-    /// Largest E. Default 257; `BITPARITY_MAX_E`.
-    pub max_e: usize,
-    /// Largest T. Default 1100 (past the 1024 power of two and several
-    /// 64-token chunks); `BITPARITY_MAX_T`.
-    pub max_t: usize,
-}
-
-impl Default for GenConfig {
-    fn default() -> Self {
-        GenConfig { max_te: 4096, max_e: 257, max_t: 1100 }
-    }
-}
-
-impl GenConfig {
-    pub fn from_env() -> Self {
-        let d = GenConfig::default();
-        let get = |k: &str, v: usize| std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(v);
-        GenConfig {
-            max_te: get("BITPARITY_MAX_TE", d.max_te),
-            max_e: get("BITPARITY_MAX_E", d.max_e),
-            max_t: get("BITPARITY_MAX_T", d.max_t),
-        }
-    }
-}
+pub use super::GenConfig;
 
 /// Small Es that matter: 1, primes, odd, around warp multiples, not multiples of 4.
 const INTERESTING_E: [usize; 20] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 31, 32, 33, 63, 64, 65, 129, 256, 257];
@@ -765,55 +733,14 @@ mod tests {
     }
 }
 
-/// The generator's size limits under fuzzing: the defaults of [`GenConfig`],
-/// fixed (no environment variables), so that an artifact's bytes give the
-/// same case on every machine and in `bitparity import`.
-pub fn fuzz_config() -> GenConfig {
-    GenConfig::default()
-}
-
-/// Pseudo-random bytes appended to every fuzz input (see [`from_fuzz_bytes`]).
-/// 32 KiB covers every draw of most cases (a case takes 5.8 KiB at the
-/// median, 15 KiB on average, up to 155 KiB for T x E = 4096 with a provided
-/// map); past it the RNG reads zeros, which still give valid values.
-pub const FUZZ_TAIL_BYTES: usize = 32 * 1024;
-
-/// The case a fuzzer's input stands for. The bytes drive [`generate`]
-/// through proptest's pass-through RNG, so fuzzing explores the same
-/// adversarial classes as the property suites: the first bytes choose the
-/// shape, the objective, the row kinds, and so on.
-///
-/// A pass-through RNG reads zeros once its bytes run out, and zeros make
-/// every value the same "nice" number (1 - 2^-24 for most rows): short
-/// inputs, which libFuzzer starts from, would never round differently under
-/// an FMA or another order. So the input is followed by [`FUZZ_TAIL_BYTES`]
-/// pseudo-random bytes seeded by a hash of the whole input: a short input
-/// still gives a case with random mantissas, and any input (the empty one
-/// included) gives a valid case. The fuzz targets and `bitparity import` both
-/// call this: an artifact imports as exactly the case that crashed.
+/// The case a fuzzer's input stands for (see [`super::fuzz_rng`]).
 pub fn from_fuzz_bytes(data: &[u8]) -> SeqwiseCase {
-    use proptest::test_runner::{RngAlgorithm, TestRng};
-    let mut stream = Vec::with_capacity(data.len() + FUZZ_TAIL_BYTES);
-    stream.extend_from_slice(data);
-    stream.resize(data.len() + FUZZ_TAIL_BYTES, 0);
-    let mut tail = TestRng::from_seed(RngAlgorithm::XorShift, &fuzz_tail_seed(data));
-    tail.fill_bytes(&mut stream[data.len()..]);
-    let mut rng = TestRng::from_seed(RngAlgorithm::PassThrough, &stream);
-    generate(&mut rng, &fuzz_config())
-}
-
-/// 16 bytes from the input: FNV-1a 64 from two offset bases.
-fn fuzz_tail_seed(data: &[u8]) -> [u8; 16] {
-    let fnv =
-        |basis: u64| data.iter().fold(basis, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) ^ data.len() as u64;
-    let mut seed = [0u8; 16];
-    seed[..8].copy_from_slice(&fnv(0xcbf2_9ce4_8422_2325).to_le_bytes());
-    seed[8..].copy_from_slice(&fnv(0x8422_2325_cbf2_9ce4).to_le_bytes());
-    seed
+    generate(&mut super::fuzz_rng(data), &super::fuzz_config())
 }
 
 #[cfg(test)]
 mod fuzz_bytes_tests {
+    use super::super::fuzz_config;
     use super::*;
     use proptest::test_runner::{RngAlgorithm, TestRng};
 

@@ -1,9 +1,26 @@
-//! Properties (SPEC section 6): each judges one subject on one case.
+//! The properties of SPEC section 6, written once for every op: each judges
+//! one subject on one case. What is op-specific (which outputs exist, how a
+//! case is transformed, the finite-difference check) comes from the op's
+//! [`Op`] and [`Harness`].
 
-pub mod seqwise_loss;
+pub mod compare;
 
+use crate::harness::{Harness, Metamorphic};
+use crate::subject::{Subject, SubjectError, SubjectKind};
+use compare::{diff_groups, diff_transformed};
+use oracles::mpfr::reference::{Accuracy, BackwardReference, ForwardReference};
+use oracles::op::{self, Op, Profile};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Entries per case whose derivative is checked by finite differences.
+pub const FD_ENTRIES: usize = 16;
+
+/// The name of the finite-difference check's row: the spec's formulas
+/// themselves, judged in MPFR, with no subject taking part.
+pub const MPFR_SUBJECT: &str = "mpfr";
 
 /// The properties of SPEC section 6.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -22,15 +39,18 @@ pub enum Property {
     Conformance,
     /// Tier B: the same values at another offset or row stride give the same bits.
     OffsetStride,
+    /// Tier B: a token's own outputs do not depend on the other tokens.
+    BatchInvariance,
     /// Tier B: two runs give identical bits.
     Determinism,
 }
 
 impl Property {
-    pub const ALL: [Property; 7] = [
+    pub const ALL: [Property; 8] = [
         Property::Conformance,
         Property::Padding,
         Property::OffsetStride,
+        Property::BatchInvariance,
         Property::Determinism,
         Property::Validation,
         Property::Accuracy,
@@ -44,16 +64,282 @@ impl Property {
             Property::Padding => "padding",
             Property::Conformance => "conformance",
             Property::OffsetStride => "offset-stride",
+            Property::BatchInvariance => "batch-invariance",
             Property::Determinism => "determinism",
         }
     }
     pub fn by_name(s: &str) -> Option<Property> {
         Property::ALL.into_iter().find(|p| p.name() == s)
     }
+    /// Whether the property compares bits (no error/bound ratio).
+    pub fn bitwise(self) -> bool {
+        !matches!(self, Property::Accuracy | Property::Gradient)
+    }
+    fn metamorphic(self) -> Option<Metamorphic> {
+        match self {
+            Property::Padding => Some(Metamorphic::Padding),
+            Property::OffsetStride => Some(Metamorphic::OffsetStride),
+            Property::BatchInvariance => Some(Metamorphic::BatchInvariance),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Property {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// One property's judgement of one subject on one case.
+#[derive(Clone, Debug, Default)]
+pub struct Judgement {
+    /// Why it failed; `None` when it held (or said nothing).
+    pub failure: Option<String>,
+    /// The property says nothing about this case (no transform applies):
+    /// the case is not counted for it.
+    pub not_applicable: bool,
+    /// Worst |error| / bound over the outputs (accuracy and gradient).
+    pub ratio: Option<f64>,
+    /// Rows where the exact value would have decided otherwise.
+    pub near_ties: usize,
+    /// Outputs with no finite bound: counted, not judged.
+    pub unbounded: usize,
+    /// Finite-difference entries skipped at a kink.
+    pub kinks: usize,
+    /// Exact outputs whose correct f32 rounding stayed undetermined.
+    pub undetermined: usize,
+}
+
+impl Judgement {
+    pub fn fail(msg: impl Into<String>) -> Self {
+        Judgement { failure: Some(msg.into()), ..Default::default() }
+    }
+    fn not_applicable() -> Self {
+        Judgement { not_applicable: true, ..Default::default() }
+    }
+    pub fn passed(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// Whether `property` can say anything about subject `s` of op `O`; the
+/// reason when it cannot (the row is reported `n/a`, never counted).
+pub fn applies<O: Harness>(property: Property, s: &dyn Subject<O>) -> Result<(), String> {
+    let kind = s.kind();
+    match property {
+        Property::Conformance if kind == SubjectKind::Oracle => {
+            Err("the profile oracle itself: conformance would compare it with itself".into())
+        }
+        Property::Conformance | Property::Accuracy | Property::Gradient if s.profile().is_none() => {
+            Err("the subject claims no profile".into())
+        }
+        Property::OffsetStride if kind == SubjectKind::Oracle => {
+            Err("the profile oracle reads the case's logical values, not a memory layout".into())
+        }
+        Property::Determinism if kind != SubjectKind::Device => Err("a pure CPU function".into()),
+        _ => match property.metamorphic() {
+            Some(m) => O::applies(m),
+            None => Ok(()),
+        },
+    }
+}
+
+/// Per case, the references of each profile, computed once and shared by
+/// every subject that claims that profile.
+pub struct References<O: Op> {
+    fwd: HashMap<String, ForwardReference<O>>,
+    bwd: HashMap<String, BackwardReference<O>>,
+}
+
+impl<O: Op> Default for References<O> {
+    fn default() -> Self {
+        References { fwd: HashMap::new(), bwd: HashMap::new() }
+    }
+}
+
+impl<O: Op> References<O> {
+    fn forward(&mut self, case: &O::Case, p: &O::Profile) -> Result<&ForwardReference<O>, String> {
+        let name = p.name().to_string();
+        if !self.fwd.contains_key(&name) {
+            let r = ForwardReference::new(case, p).map_err(|e| format!("the oracles refused the case: {e}"))?;
+            self.fwd.insert(name.clone(), r);
+        }
+        Ok(&self.fwd[&name])
+    }
+    fn backward(&mut self, case: &O::Case, p: &O::Profile) -> Result<&BackwardReference<O>, String> {
+        let name = p.name().to_string();
+        if !self.bwd.contains_key(&name) {
+            let r = BackwardReference::new(case, p).map_err(|e| format!("the oracles refused the case: {e}"))?;
+            self.bwd.insert(name.clone(), r);
+        }
+        Ok(&self.bwd[&name])
+    }
+}
+
+/// A subject call that may not panic: a panic is reported as a failure.
+fn call<T>(what: &str, f: impl FnOnce() -> Result<T, SubjectError>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(p) => Err(format!("{what} panicked: {}", panic_message(&*p))),
+    }
+}
+
+/// The text of a panic payload.
+pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+fn forward<O: Op>(s: &dyn Subject<O>, case: &O::Case) -> Result<O::Fwd<f32>, String> {
+    call("forward", || s.forward(case))
+}
+fn backward<O: Op>(s: &dyn Subject<O>, case: &O::Case) -> Result<O::Bwd<f32>, String> {
+    call("backward", || s.backward(case))
+}
+
+fn verdict(r: Result<Option<String>, String>) -> Judgement {
+    match r {
+        Ok(None) => Judgement::default(),
+        Ok(Some(m)) | Err(m) => Judgement::fail(m),
+    }
+}
+
+/// Judges `property` for subject `s` on `case` (a valid case). The caller has
+/// checked [`applies`].
+pub fn judge<O: Harness>(
+    property: Property,
+    s: &dyn Subject<O>,
+    case: &O::Case,
+    refs: &mut References<O>,
+) -> Judgement {
+    match property {
+        Property::Conformance => conformance(s, case),
+        Property::Accuracy => accuracy(s, case, refs),
+        Property::Gradient => gradient(s, case, refs),
+        Property::Validation => validation(s, case),
+        Property::Determinism => determinism(s, case),
+        Property::Padding => metamorphic(s, case, Metamorphic::Padding),
+        Property::OffsetStride => metamorphic(s, case, Metamorphic::OffsetStride),
+        Property::BatchInvariance => metamorphic(s, case, Metamorphic::BatchInvariance),
+    }
+}
+
+/// Bitwise equality with the profile oracle of the subject's profile,
+/// forward then backward.
+pub fn conformance<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
+    let Some(p) = s.profile() else { return Judgement::not_applicable() };
+    verdict((|| {
+        let refused = |e: O::Error| format!("the profile oracle refused the case: {e}");
+        let f = forward(s, case)?;
+        let expected = op::forward::<O>(case, &p).map_err(refused)?;
+        if let Some(d) = diff_groups(&O::fwd_groups(case, &expected), &O::fwd_groups(case, &f)) {
+            return Ok(Some(format!("forward {d}")));
+        }
+        let b = backward(s, case)?;
+        let expected = op::backward::<O>(case, &p).map_err(refused)?;
+        Ok(diff_groups(&O::bwd_groups(case, &expected), &O::bwd_groups(case, &b)).map(|d| format!("backward {d}")))
+    })())
+}
+
+/// Two runs, forward and backward, give the same bits.
+fn determinism<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
+    verdict((|| {
+        let (f1, f2) = (forward(s, case)?, forward(s, case)?);
+        if let Some(d) = diff_groups(&O::fwd_groups(case, &f1), &O::fwd_groups(case, &f2)) {
+            return Ok(Some(format!("second run: forward {d}")));
+        }
+        let (b1, b2) = (backward(s, case)?, backward(s, case)?);
+        Ok(diff_groups(&O::bwd_groups(case, &b1), &O::bwd_groups(case, &b2))
+            .map(|d| format!("second run: backward {d}")))
+    })())
+}
+
+/// Every transformed case of the relation relates to the original as its
+/// [`crate::harness::Transform`] says, forward and backward.
+fn metamorphic<O: Harness>(s: &dyn Subject<O>, case: &O::Case, kind: Metamorphic) -> Judgement {
+    let transforms = O::transforms(kind, case);
+    if transforms.is_empty() {
+        return Judgement::not_applicable();
+    }
+    verdict((|| {
+        let (fa, ba) = (forward(s, case)?, backward(s, case)?);
+        for t in &transforms {
+            let fb = forward(s, &t.case)?;
+            if let Some(d) = diff_transformed(&O::fwd_groups(case, &fa), &O::fwd_groups(&t.case, &fb), t) {
+                return Ok(Some(format!("{}: forward {d}", t.what)));
+            }
+            let bb = backward(s, &t.case)?;
+            if let Some(d) = diff_transformed(&O::bwd_groups(case, &ba), &O::bwd_groups(&t.case, &bb), t) {
+                return Ok(Some(format!("{}: backward {d}", t.what)));
+            }
+        }
+        Ok(None)
+    })())
+}
+
+/// Every invalid variant of the case is refused by the spec's validation
+/// and, as invalid input, by the subject (forward and backward).
+fn validation<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
+    for (what, bad) in O::invalid_variants(case) {
+        if O::validate(&bad).is_ok() {
+            return Judgement::fail(format!("{what}: the spec's validation accepted it"));
+        }
+        let outcomes = [
+            catch_unwind(AssertUnwindSafe(|| s.forward(&bad).map(|_| ()))),
+            catch_unwind(AssertUnwindSafe(|| s.backward(&bad).map(|_| ()))),
+        ];
+        for (dir, o) in ["forward", "backward"].iter().zip(outcomes) {
+            match o {
+                Ok(Err(SubjectError::Invalid(_))) => {}
+                Ok(Ok(())) => return Judgement::fail(format!("{dir} accepted an invalid input ({what})")),
+                Ok(Err(e)) => {
+                    return Judgement::fail(format!("{dir} on {what}: {e} (expected an invalid-input error)"))
+                }
+                Err(_) => return Judgement::fail(format!("{dir} panicked on an invalid input ({what})")),
+            }
+        }
+    }
+    Judgement::default()
+}
+
+fn accuracy<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut References<O>) -> Judgement {
+    let Some(p) = s.profile() else { return Judgement::not_applicable() };
+    bounded("forward", forward(s, case).and_then(|f| Ok(refs.forward(case, &p)?.judge(case, &f))))
+}
+
+fn gradient<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut References<O>) -> Judgement {
+    let Some(p) = s.profile() else { return Judgement::not_applicable() };
+    bounded("backward", backward(s, case).and_then(|b| Ok(refs.backward(case, &p)?.judge(case, &b))))
+}
+
+/// A judgement from an accuracy verdict (or the reason there is none).
+fn bounded(what: &str, judged: Result<Accuracy, String>) -> Judgement {
+    match judged {
+        Err(m) => Judgement::fail(m),
+        Ok(acc) => Judgement {
+            failure: acc.outside.first().map(|m| format!("{what} outside its bound: {m}")),
+            ratio: Some(acc.worst_ratio),
+            near_ties: acc.near_ties,
+            unbounded: acc.unbounded,
+            undetermined: acc.undetermined,
+            ..Default::default()
+        },
+    }
+}
+
+/// The analytic derivative (exact backward) against finite differences of
+/// the exact forward: a property of the spec's formulas, judged once a case
+/// (row `gradient / - / mpfr`).
+pub fn finite_differences<O: Op>(case: &O::Case) -> Judgement {
+    match O::check_gradient(case, FD_ENTRIES) {
+        Err(e) => Judgement::fail(format!("the MPFR oracle refused the case: {e}")),
+        Ok(r) => Judgement {
+            failure: r.failures.first().cloned(),
+            kinks: r.kinks,
+            unbounded: r.nonfinite,
+            not_applicable: r.checked == 0,
+            ..Default::default()
+        },
     }
 }

@@ -1,8 +1,12 @@
-//! Subjects: anything that computes an op. The profile oracle, a planted bug,
-//! a CUDA kernel: the properties judge them all the same way.
+//! Subjects: anything that computes an op. The profile oracle, a kernel model,
+//! a planted bug, a CUDA kernel: the properties judge them all the same way.
 
-use oracles::case::seqwise_loss::{SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
-use oracles::profile::seqwise_loss::SeqwiseProfile;
+pub mod cuda;
+pub mod planted;
+
+use oracles::op::{self, Op};
+use std::fmt;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Why a subject returned no result.
@@ -10,107 +14,86 @@ use thiserror::Error;
 pub enum SubjectError {
     /// The case is invalid: the subject must refuse it (fail closed).
     #[error("invalid input: {0}")]
-    Invalid(#[from] SeqwiseError),
-    /// The subject cannot run here (no GPU, no driver, no NVRTC).
+    Invalid(String),
+    /// The subject cannot run this case here (no GPU, a shape its kernels
+    /// do not support).
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// The subject ran and failed (a CUDA error, a kernel that did not compile).
+    /// The subject ran and failed (a CUDA error).
     #[error("device error: {0}")]
     Device(String),
 }
 
-/// Anything that computes `seqwise_loss`.
-pub trait SeqwiseSubject: Send + Sync {
+/// What kind of implementation a subject is: it decides which properties can
+/// say anything about it (a property that cannot fail on a subject is
+/// reported `n/a`, never counted as passed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubjectKind {
+    /// The profile oracle itself: conformance would compare it with itself,
+    /// it reads the case's logical values (no memory layout), and it is a pure
+    /// function.
+    Oracle,
+    /// A CPU implementation written as a kernel is (the kernel model, planted
+    /// bugs): it reads strided storage, and it is a pure function.
+    Model,
+    /// Code on a device (a CUDA kernel): every property applies.
+    Device,
+}
+
+/// Anything that computes op `O`.
+pub trait Subject<O: Op>: Send + Sync {
     /// A short name, used on the command line and in reports (`oracle:serial`,
     /// `cuda`, `bug:fma-quotient`).
     fn name(&self) -> String;
-    /// The numeric profile whose bits this subject claims to produce.
-    fn profile(&self) -> SeqwiseProfile;
-    fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError>;
-    fn backward(&self, case: &SeqwiseCase) -> Result<SeqwiseBackward<f32>, SubjectError>;
+    /// The numeric profile whose bits this subject claims to produce; `None`
+    /// for a subject that claims none (judged by accuracy and the
+    /// metamorphic properties only).
+    fn profile(&self) -> Option<O::Profile>;
+    fn kind(&self) -> SubjectKind;
+    fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError>;
+    fn backward(&self, case: &O::Case) -> Result<O::Bwd<f32>, SubjectError>;
 }
+
+/// A shared subject.
+pub type SubjectRef<O> = Arc<dyn Subject<O>>;
 
 /// The profile oracle of one profile, as a subject.
-pub struct ProfileOracle(pub SeqwiseProfile);
+pub struct ProfileOracle<O: Op>(pub O::Profile);
 
-impl SeqwiseSubject for ProfileOracle {
+impl<O: Op> Subject<O> for ProfileOracle<O> {
     fn name(&self) -> String {
-        format!("oracle:{}", self.0.name)
+        format!("oracle:{}", oracles::op::Profile::name(&self.0))
     }
-    fn profile(&self) -> SeqwiseProfile {
-        self.0.clone()
+    fn profile(&self) -> Option<O::Profile> {
+        Some(self.0.clone())
     }
-    fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError> {
-        case.validate()?;
-        Ok(oracles::profile_oracle::seqwise_loss::forward(case, &self.0)?)
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Oracle
     }
-    fn backward(&self, case: &SeqwiseCase) -> Result<SeqwiseBackward<f32>, SubjectError> {
-        case.validate()?;
-        Ok(oracles::profile_oracle::seqwise_loss::backward(case, &self.0)?)
+    fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError> {
+        O::validate(case).map_err(invalid)?;
+        op::forward::<O>(case, &self.0).map_err(invalid)
+    }
+    fn backward(&self, case: &O::Case) -> Result<O::Bwd<f32>, SubjectError> {
+        O::validate(case).map_err(invalid)?;
+        op::backward::<O>(case, &self.0).map_err(invalid)
     }
 }
 
-pub mod cuda;
-pub mod planted;
-
-use std::sync::Arc;
-
-/// The subjects that run here, and the suites that cannot, with the reason.
-pub struct Available {
-    pub subjects: Vec<Arc<dyn SeqwiseSubject>>,
-    /// (subject, reason)
-    pub skipped: Vec<(String, String)>,
+/// An op's validation error as a subject's refusal.
+pub fn invalid(e: impl fmt::Display) -> SubjectError {
+    SubjectError::Invalid(e.to_string())
 }
 
-/// The correct subjects: the profile oracle and the kernel model of every
-/// shipped profile, and the CUDA kernels where a GPU is found.
-pub fn available() -> Available {
-    let mut subjects: Vec<Arc<dyn SeqwiseSubject>> = Vec::new();
-    for p in SeqwiseProfile::all() {
-        subjects.push(Arc::new(ProfileOracle(p.clone())));
-        subjects.push(Arc::new(planted::KernelModel::new(p)));
-    }
-    let mut skipped = Vec::new();
-    match cuda::probe() {
-        Ok(c) => subjects.push(Arc::new(c)),
-        Err(reason) => skipped.push(("cuda".to_string(), reason)),
-    }
-    Available { subjects, skipped }
+/// A suite that cannot run here, and why.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Skip {
+    pub suite: String,
+    pub reason: String,
 }
 
-/// Subjects by name: `all` (every available one), `oracle:<profile>`,
-/// `model:<profile>`, `cuda`, `bug:<name>`, `bugs` (every planted bug).
-pub fn resolve(name: &str) -> Result<Vec<Arc<dyn SeqwiseSubject>>, String> {
-    let profile = |p: &str| {
-        SeqwiseProfile::by_name(p).ok_or_else(|| {
-            let names: Vec<String> = SeqwiseProfile::all().into_iter().map(|p| p.name).collect();
-            format!("unknown profile {p:?} (known: {})", names.join(", "))
-        })
-    };
-    let one = |s: Arc<dyn SeqwiseSubject>| Ok(vec![s]);
-    match name {
-        "all" => Ok(available().subjects),
-        "bugs" => Ok(planted::KernelModel::all_planted()
-            .into_iter()
-            .map(|m| Arc::new(m) as Arc<dyn SeqwiseSubject>)
-            .collect()),
-        "cuda" => cuda::probe().map(|c| vec![Arc::new(c) as Arc<dyn SeqwiseSubject>]).map_err(|r| format!("cuda: {r}")),
-        _ => {
-            if let Some(p) = name.strip_prefix("oracle:") {
-                one(Arc::new(ProfileOracle(profile(p)?)))
-            } else if let Some(p) = name.strip_prefix("model:") {
-                one(Arc::new(planted::KernelModel::new(profile(p)?)))
-            } else if let Some(b) = name.strip_prefix("bug:") {
-                let bug = planted::Bug::by_name(b).ok_or_else(|| {
-                    let names: Vec<&str> = planted::Bug::ALL.iter().map(|b| b.name()).collect();
-                    format!("unknown planted bug {b:?} (known: {})", names.join(", "))
-                })?;
-                one(Arc::new(planted::KernelModel::planted(bug)))
-            } else {
-                Err(format!(
-                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile> or bug:<name>"
-                ))
-            }
-        }
-    }
+/// The subjects that run here, and the suites that cannot.
+pub struct Available<O: Op> {
+    pub subjects: Vec<SubjectRef<O>>,
+    pub skipped: Vec<Skip>,
 }

@@ -9,10 +9,11 @@
 //! run on the `serial` profile, the profile of the simplest kernel (a thread
 //! per row), where each mistake shows on the smallest inputs.
 
-use super::{SeqwiseSubject, SubjectError};
+use super::{invalid, Subject, SubjectError, SubjectKind};
 use oracles::case::seqwise_loss::{
     topk_order, ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2,
 };
+use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::order::ReductionOrder;
 use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_LANES};
 
@@ -257,22 +258,25 @@ impl KernelModel {
     }
 }
 
-impl SeqwiseSubject for KernelModel {
+impl Subject<SeqwiseLoss> for KernelModel {
     fn name(&self) -> String {
         match self.bug {
             None => format!("model:{}", self.profile.name),
             Some(b) => format!("bug:{}", b.name()),
         }
     }
-    fn profile(&self) -> SeqwiseProfile {
-        self.profile.clone()
+    fn profile(&self) -> Option<SeqwiseProfile> {
+        Some(self.profile.clone())
+    }
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Model
     }
     fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError> {
-        case.validate()?;
+        case.validate().map_err(invalid)?;
         Ok(self.run_forward(case))
     }
     fn backward(&self, case: &SeqwiseCase) -> Result<SeqwiseBackward<f32>, SubjectError> {
-        case.validate()?;
+        case.validate().map_err(invalid)?;
         Ok(self.run_backward(case))
     }
 }

@@ -95,6 +95,11 @@ pub struct GradientCheck {
     pub failures: Vec<String>,
 }
 
+/// A forward result of op `O` on value type `N`, with its decisions.
+pub type FwdRun<O, N> = Run<<O as Op>::Fwd<N>, <O as Op>::Decisions>;
+/// A backward result of op `O` on value type `N`, with its decisions.
+pub type BwdRun<O, N> = Run<<O as Op>::Bwd<N>, <O as Op>::Decisions>;
+
 /// An op of SPEC.md, as the oracles see it.
 pub trait Op: Sized + Send + Sync + 'static {
     /// The op's name: `--op`, `regressions/<NAME>/`, the `op` of a corpus entry.
@@ -125,13 +130,13 @@ pub trait Op: Sized + Send + Sync + 'static {
         case: &Self::Case,
         profile: &Self::Profile,
         imposed: Option<&Self::Decisions>,
-    ) -> Result<Run<Self::Fwd<N>, Self::Decisions>, Self::Error>;
+    ) -> Result<FwdRun<Self, N>, Self::Error>;
     /// The backward on any value type (see [`Op::forward_on`]).
     fn backward_on<N: Num>(
         case: &Self::Case,
         profile: &Self::Profile,
         imposed: Option<&Self::Decisions>,
-    ) -> Result<Run<Self::Bwd<N>, Self::Decisions>, Self::Error>;
+    ) -> Result<BwdRun<Self, N>, Self::Error>;
 
     /// The forward's outputs on `case`, labelled, in a fixed order.
     fn fwd_groups<'a, N: Num>(case: &Self::Case, f: &'a Self::Fwd<N>) -> Vec<Group<'a, N>>;

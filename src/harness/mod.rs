@@ -1,0 +1,194 @@
+//! The testing half of an op (the spec half is [`oracles::op::Op`]): how to
+//! generate, classify, shrink and transform its cases, which subjects compute
+//! it, which planted bugs it ships. Everything else (the runner, the
+//! properties, the corpus, the reports, the CLI) is written once over
+//! [`Harness`]; the registry ([`ops`]) is the one place that lists the ops.
+//!
+//! Adding an op means writing, in order: its case, validation and outputs
+//! (`oracles/src/case/<op>.rs`), its profiles (`oracles/src/profile/<op>.rs`),
+//! its generic implementation (`oracles/src/profile_oracle/<op>.rs`), its
+//! finite-difference check (`oracles/src/mpfr/<op>.rs`), its `Op`
+//! implementation (`oracles/src/op/<op>.rs`), its generator and classes
+//! (`src/gen/<op>.rs`), its kernel model and planted bugs
+//! (`src/model/<op>.rs`, `src/planted/<op>.rs`), its kernels
+//! (`kernels/<op>.cu`) and launches (`src/subject/cuda/<op>.rs`), its
+//! `Harness` (`src/harness/<op>.rs`), two fuzz targets (`fuzz/fuzz_targets/`),
+//! and one line in [`ops`].
+
+pub mod registry;
+pub mod seqwise_loss;
+
+pub use registry::{op_by_name, ops, DynOp};
+
+use crate::gen::GenConfig;
+use crate::subject::{Available, ProfileOracle, Skip, SubjectRef};
+use oracles::op::{Op, Profile};
+use proptest::test_runner::{RngAlgorithm, TestRng};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+/// The metamorphic relations of SPEC section 6 that transform a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metamorphic {
+    /// Appended padding rows, and the case's own padding rows poisoned.
+    Padding,
+    /// The same values at another element offset and row stride.
+    OffsetStride,
+    /// A sub-batch of the case's tokens.
+    BatchInvariance,
+}
+
+/// A transformed case and how its outputs must relate to the original's.
+#[derive(Clone, Debug)]
+pub struct Transform<C> {
+    /// What was done, for the failure message ("appended padding").
+    pub what: String,
+    pub case: C,
+    /// For each token of the transformed case, the original token whose
+    /// per-token outputs it must reproduce bitwise; `None`: not compared.
+    pub rows: Vec<Option<usize>>,
+    /// The global outputs (counts, raw, ...) must be identical.
+    pub same_global: bool,
+    /// Unmapped tokens' real per-token outputs must be +0.0 (a padding
+    /// row's gradient).
+    pub unmapped_zero: bool,
+    /// Compare only per-token outputs that depend on their own token alone.
+    pub local_only: bool,
+}
+
+/// A planted bug: a subject with one deliberate mistake.
+pub struct Planted<O: Op> {
+    /// `bug:<name>` on the command line.
+    pub name: &'static str,
+    pub description: &'static str,
+    pub subject: SubjectRef<O>,
+}
+
+/// Why a subject name gave no subject.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResolveError {
+    /// No such subject for this op (a usage error).
+    Unknown(String),
+    /// It exists but cannot run here (no GPU): the run must not pass.
+    Unavailable(String),
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::Unknown(m) | ResolveError::Unavailable(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The testing half of an op.
+pub trait Harness: Op {
+    /// The adversarial classes of the op's generator (SPEC section 7).
+    type Class: Copy + Ord + fmt::Display + Send + Sync + 'static;
+    /// The prefix of the op's fuzz targets (`loss` for `loss_fwd`, `loss_bwd`).
+    const FUZZ_PREFIX: &'static str;
+
+    /// Every class, in report order.
+    fn classes() -> &'static [Self::Class];
+    /// One adversarial case.
+    fn generate(rng: &mut TestRng, cfg: &GenConfig) -> Self::Case;
+    /// The classes a valid case exercises, read off its values.
+    fn classify(case: &Self::Case) -> BTreeSet<Self::Class>;
+    /// A size that shrinking decreases (T x E, say).
+    fn size(case: &Self::Case) -> usize;
+    /// Strictly smaller or simpler valid variants, most aggressive first.
+    fn shrink_candidates(case: &Self::Case) -> Vec<Self::Case>;
+    /// Invalid variants of a valid case, each with what makes it invalid.
+    fn invalid_variants(case: &Self::Case) -> Vec<(&'static str, Self::Case)>;
+    /// The transformed cases of a metamorphic relation (none: it says
+    /// nothing about this case).
+    fn transforms(kind: Metamorphic, case: &Self::Case) -> Vec<Transform<Self::Case>>;
+    /// Whether a property can say anything about this op at all (batch
+    /// invariance needs outputs that depend on their own token alone).
+    fn applies(kind: Metamorphic) -> Result<(), String> {
+        let _ = kind;
+        Ok(())
+    }
+    /// The case, compactly: its shape and the values that matter.
+    fn describe(case: &Self::Case) -> String;
+    /// The kernel model of a profile (the op written a second time).
+    fn model(profile: &Self::Profile) -> SubjectRef<Self>;
+    /// The op's GPU subject, or why it cannot run here.
+    fn device() -> Result<SubjectRef<Self>, String>;
+    /// The op's planted bugs.
+    fn planted() -> Vec<Planted<Self>>;
+}
+
+/// The RNG of case `index` under `seed`: any case is reproducible alone.
+pub fn case_rng(seed: u64, index: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&index.to_le_bytes());
+    bytes[16..24].copy_from_slice(b"bitparit");
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+/// The case `index` of a run seeded `seed`.
+pub fn case_at<O: Harness>(seed: u64, index: u64, cfg: &GenConfig) -> O::Case {
+    O::generate(&mut case_rng(seed, index), cfg)
+}
+
+/// The case a fuzzer's input stands for (see [`crate::gen::fuzz_rng`]).
+pub fn from_fuzz_bytes<O: Harness>(data: &[u8]) -> O::Case {
+    O::generate(&mut crate::gen::fuzz_rng(data), &crate::gen::fuzz_config())
+}
+
+/// The correct subjects: the profile oracle and the kernel model of every
+/// shipped profile, and the GPU subject where it can run.
+pub fn available<O: Harness>() -> Available<O> {
+    let mut subjects: Vec<SubjectRef<O>> = Vec::new();
+    for p in O::profiles() {
+        subjects.push(Arc::new(ProfileOracle::<O>(p.clone())));
+        subjects.push(O::model(&p));
+    }
+    let mut skipped = Vec::new();
+    match O::device() {
+        Ok(d) => subjects.push(d),
+        Err(reason) => skipped.push(Skip { suite: format!("{} cuda", O::NAME), reason }),
+    }
+    Available { subjects, skipped }
+}
+
+/// Subjects by name: `all` (every available correct one), `oracle:<profile>`,
+/// `model:<profile>`, `cuda`, `bug:<name>`, `bugs` (every planted bug).
+pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveError> {
+    let profile = |p: &str| {
+        O::profiles().into_iter().find(|x| x.name() == p).ok_or_else(|| {
+            let names: Vec<String> = O::profiles().iter().map(|p| p.name().to_string()).collect();
+            ResolveError::Unknown(format!("{}: unknown profile {p:?} (known: {})", O::NAME, names.join(", ")))
+        })
+    };
+    match name {
+        "all" => Ok(available::<O>().subjects),
+        "bugs" => Ok(O::planted().into_iter().map(|b| b.subject).collect()),
+        "cuda" => O::device().map(|d| vec![d]).map_err(|r| ResolveError::Unavailable(format!("{} cuda: {r}", O::NAME))),
+        _ => {
+            if let Some(p) = name.strip_prefix("oracle:") {
+                Ok(vec![Arc::new(ProfileOracle::<O>(profile(p)?))])
+            } else if let Some(p) = name.strip_prefix("model:") {
+                Ok(vec![O::model(&profile(p)?)])
+            } else if let Some(b) = name.strip_prefix("bug:") {
+                let bugs = O::planted();
+                let names: Vec<&str> = bugs.iter().map(|b| b.name).collect();
+                match bugs.into_iter().find(|x| x.name == b) {
+                    Some(x) => Ok(vec![x.subject]),
+                    None => Err(ResolveError::Unknown(format!(
+                        "{}: unknown planted bug {b:?} (known: {})",
+                        O::NAME,
+                        names.join(", ")
+                    ))),
+                }
+            } else {
+                Err(ResolveError::Unknown(format!(
+                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile> or bug:<name>"
+                )))
+            }
+        }
+    }
+}

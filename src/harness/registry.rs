@@ -1,0 +1,186 @@
+//! The registry of ops: the object-safe face ([`DynOp`]) through which the
+//! CLI, the corpus replay, the fuzz targets and import reach every op, and
+//! the one list of ops ([`ops`]).
+
+use super::{resolve, Harness, ResolveError};
+use crate::corpus::RawEntry;
+use crate::fuzzing::{self, Direction};
+use crate::import::{self, ImportError, Imported};
+use crate::runner::replay::{replay_entry, EntryReplay, ReplaySubjects};
+use crate::runner::{self, OpSummary, Plan};
+use crate::selftest::{self, BugReport};
+use crate::subject::{Skip, SubjectRef};
+use oracles::op::seqwise_loss::SeqwiseLoss;
+use std::marker::PhantomData;
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// How the subject names of a command resolve for one op.
+#[derive(Clone, Debug, Default)]
+pub struct Resolution {
+    /// Names that gave subjects here.
+    pub found: Vec<String>,
+    /// Names this op has no subject of (fine when another op has).
+    pub unknown: Vec<(String, String)>,
+    /// Names that exist but cannot run here (no GPU).
+    pub unavailable: Vec<Skip>,
+}
+
+/// An op, without its types: what the commands need.
+pub trait DynOp: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// The prefix of its fuzz targets.
+    fn fuzz_prefix(&self) -> &'static str;
+    /// How `names` resolve for this op (empty: its available correct subjects).
+    fn resolve_names(&self, names: &[String]) -> Resolution;
+    /// `bitparity check` on this op with the subjects `names` give (every
+    /// available correct one when empty).
+    fn check(&self, plan: &Plan, names: &[String]) -> OpSummary;
+    /// Replays one stored entry of this op.
+    fn replay(&self, entry: &RawEntry) -> EntryReplay;
+    /// Suites the replay cannot run here.
+    fn replay_skips(&self) -> Vec<Skip>;
+    /// Hunts every planted bug of this op.
+    fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport>;
+    fn planted_count(&self) -> usize;
+    /// The body of this op's fuzz target in direction `dir`.
+    fn fuzz(&self, dir: Direction, target: &str, data: &[u8]);
+    /// Imports a fuzz artifact of this op.
+    fn import(
+        &self,
+        artifact: &Path,
+        bytes: &[u8],
+        dirs: &[Direction],
+        subject: Option<&str>,
+        corpus: &Path,
+    ) -> Result<Imported, ImportError>;
+}
+
+/// An op in the registry; holds what a process resolves once (the fuzz
+/// targets' subjects, the replay's subjects).
+pub struct Registered<O: Harness> {
+    fuzz_subjects: OnceLock<Vec<SubjectRef<O>>>,
+    replay_subjects: OnceLock<ReplaySubjects<O>>,
+    _op: PhantomData<O>,
+}
+
+impl<O: Harness> Registered<O> {
+    pub const fn new() -> Self {
+        Registered { fuzz_subjects: OnceLock::new(), replay_subjects: OnceLock::new(), _op: PhantomData }
+    }
+
+    fn subjects(&self, names: &[String]) -> (Vec<SubjectRef<O>>, Vec<Skip>) {
+        if names.is_empty() {
+            let a = super::available::<O>();
+            return (a.subjects, a.skipped);
+        }
+        let mut subjects: Vec<SubjectRef<O>> = Vec::new();
+        for n in names {
+            if let Ok(s) = resolve::<O>(n) {
+                for x in s {
+                    if !subjects.iter().any(|y| y.name() == x.name()) {
+                        subjects.push(x);
+                    }
+                }
+            }
+        }
+        (subjects, Vec::new())
+    }
+}
+
+impl<O: Harness> Default for Registered<O> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<O: Harness> DynOp for Registered<O> {
+    fn name(&self) -> &'static str {
+        O::NAME
+    }
+    fn fuzz_prefix(&self) -> &'static str {
+        O::FUZZ_PREFIX
+    }
+    fn resolve_names(&self, names: &[String]) -> Resolution {
+        let mut r = Resolution::default();
+        for n in names {
+            match resolve::<O>(n) {
+                Ok(_) => r.found.push(n.clone()),
+                Err(ResolveError::Unknown(m)) => r.unknown.push((n.clone(), m)),
+                Err(ResolveError::Unavailable(m)) => r.unavailable.push(Skip { suite: n.clone(), reason: m }),
+            }
+        }
+        r
+    }
+    fn check(&self, plan: &Plan, names: &[String]) -> OpSummary {
+        let (subjects, skipped) = self.subjects(names);
+        runner::check::<O>(plan, &subjects, skipped)
+    }
+    fn replay(&self, entry: &RawEntry) -> EntryReplay {
+        replay_entry::<O>(entry, self.replay_subjects.get_or_init(ReplaySubjects::default))
+    }
+    fn replay_skips(&self) -> Vec<Skip> {
+        self.replay_subjects.get_or_init(ReplaySubjects::default).skipped.clone()
+    }
+    fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport> {
+        selftest::run::<O>(first_seed, cfg)
+    }
+    fn planted_count(&self) -> usize {
+        O::planted().len()
+    }
+    fn fuzz(&self, dir: Direction, target: &str, data: &[u8]) {
+        let subjects = self.fuzz_subjects.get_or_init(|| {
+            let spec = std::env::var(crate::knobs::FUZZ_SUBJECT).ok();
+            match fuzzing::select_subjects::<O>(spec.as_deref()) {
+                Ok((subjects, skipped)) => {
+                    let names: Vec<String> = subjects.iter().map(|s| s.name()).collect();
+                    eprintln!("bitparity fuzz: {target}: subjects {}", names.join(", "));
+                    for s in skipped {
+                        eprintln!("bitparity fuzz: skipping {} (tier B): {}", s.suite, s.reason);
+                    }
+                    subjects
+                }
+                Err(e) => {
+                    eprintln!("bitparity fuzz: {}={:?}: {e}", crate::knobs::FUZZ_SUBJECT, spec.unwrap_or_default());
+                    std::process::exit(2);
+                }
+            }
+        });
+        let case = super::from_fuzz_bytes::<O>(data);
+        if let Some(f) = fuzzing::first_failure::<O>(dir, &case, subjects) {
+            panic!("{}", fuzzing::report::<O>(target, &case, &f));
+        }
+    }
+    fn import(
+        &self,
+        artifact: &Path,
+        bytes: &[u8],
+        dirs: &[Direction],
+        subject: Option<&str>,
+        corpus: &Path,
+    ) -> Result<Imported, ImportError> {
+        import::import::<O>(artifact, bytes, dirs, subject, corpus)
+    }
+}
+
+static SEQWISE_LOSS: Registered<SeqwiseLoss> = Registered::new();
+
+/// Every op, one line each.
+pub fn ops() -> [&'static dyn DynOp; 1] {
+    [&SEQWISE_LOSS]
+}
+
+/// The op named `name`.
+pub fn op_by_name(name: &str) -> Option<&'static dyn DynOp> {
+    ops().into_iter().find(|o| o.name() == name)
+}
+
+/// The op and direction of fuzz target `target` (`loss_bwd`).
+pub fn target(target: &str) -> Option<(&'static dyn DynOp, Direction)> {
+    ops().into_iter().find_map(|o| {
+        [Direction::Forward, Direction::Backward]
+            .into_iter()
+            .find(|d| target == format!("{}_{}", o.fuzz_prefix(), d.suffix()))
+            .map(|d| (o, d))
+    })
+}

@@ -1,0 +1,92 @@
+//! Every environment variable bitparity reads, in one place (proptest's
+//! manner): each is named as a constant, documents its default, and a value
+//! that does not parse is refused with a clear error, never silently replaced
+//! by the default. Values that change which cases run are recorded in every
+//! summary ([`recorded`]), so `--seed X` reproduces a run.
+
+use std::str::FromStr;
+
+/// Largest T x E of a generated case (default 4096).
+pub const MAX_TE: &str = "BITPARITY_MAX_TE";
+/// Largest E of a generated case (default 257).
+pub const MAX_E: &str = "BITPARITY_MAX_E";
+/// Largest T of a generated case (default 1100).
+pub const MAX_T: &str = "BITPARITY_MAX_T";
+/// `check`'s seed when `--seed` is not given (default: random, printed).
+pub const SEED: &str = "BITPARITY_SEED";
+/// `check`'s case count when `--cases` is not given (default 1000).
+pub const CASES: &str = "BITPARITY_CASES";
+/// The CUDA device ordinal (default 0).
+pub const CUDA_DEVICE: &str = "BITPARITY_CUDA_DEVICE";
+/// Generated cases per GPU test (default 300).
+pub const GPU_CASES: &str = "BITPARITY_GPU_CASES";
+/// Seed of the GPU tests' generated cases (default 0x5eed).
+pub const GPU_SEED: &str = "BITPARITY_GPU_SEED";
+/// The subjects a fuzz target judges, comma separated (default: every
+/// available correct subject).
+pub const FUZZ_SUBJECT: &str = "BITPARITY_FUZZ_SUBJECT";
+/// Extra NVRTC options for tuning experiments: whitespace-separated `-DBP_*`
+/// macro definitions of the kernels' launch-shape knobs only (default none).
+pub const NVRTC_EXTRA: &str = "BITPARITY_NVRTC_EXTRA";
+/// `1`: a missing NVRTC fails the kernel compile test instead of skipping it.
+pub const REQUIRE_NVRTC: &str = "BITPARITY_REQUIRE_NVRTC";
+
+/// The knobs that change which cases a run generates or where it runs
+/// them: recorded in every summary.
+pub const RECORDED: [&str; 4] = [MAX_TE, MAX_E, MAX_T, CUDA_DEVICE];
+
+/// The value of `name` parsed as T; `Ok(None)` when unset; an error naming
+/// the variable and the value when it does not parse (or is not unicode).
+pub fn get<T: FromStr>(name: &str) -> Result<Option<T>, String> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!("{name}={v:?} is not valid text")),
+        Ok(s) => s
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{name}={s:?} is not a valid {}", std::any::type_name::<T>())),
+    }
+}
+
+/// [`get`] with a default.
+pub fn get_or<T: FromStr>(name: &str, default: T) -> Result<T, String> {
+    Ok(get(name)?.unwrap_or(default))
+}
+
+/// A seed: decimal or 0x-prefixed hexadecimal.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse(),
+    };
+    parsed.map_err(|_| format!("{s:?} is not a seed (a u64, decimal or 0x-hex)"))
+}
+
+/// The recorded knobs that are set, as (name, value).
+pub fn recorded() -> Vec<(String, String)> {
+    RECORDED.iter().filter_map(|&k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_are_errors_not_defaults() {
+        // A variable no other test reads.
+        let name = "BITPARITY_KNOBS_SELFTEST";
+        std::env::set_var(name, "12x");
+        let e = get::<usize>(name).unwrap_err();
+        assert!(e.contains(name) && e.contains("12x"), "{e}");
+        std::env::set_var(name, " 12 ");
+        assert_eq!(get::<usize>(name), Ok(Some(12)));
+        std::env::remove_var(name);
+        assert_eq!(get::<usize>(name), Ok(None));
+        assert_eq!(get_or(name, 7usize), Ok(7));
+        assert_eq!(parse_seed("0x10"), Ok(16));
+        assert_eq!(parse_seed("18446744073709551615"), Ok(u64::MAX));
+        assert!(parse_seed("-1").is_err());
+    }
+}

@@ -1,0 +1,148 @@
+//! Bitwise comparisons of output groups (SPEC section 2: bits must match,
+//! the sign of zero counts, any NaN matches any NaN): whole results, and
+//! results related by a metamorphic transform.
+
+use crate::harness::Transform;
+use oracles::case::hexf;
+use oracles::op::{Group, Rows, Values};
+use oracles::same_bits;
+
+/// An f32 as its bits and its exact hex-float value.
+pub fn bits(x: f32) -> String {
+    format!("{:#010x} ({})", x.to_bits(), hexf::format(x))
+}
+
+/// The first difference between two groups' values at the same positions
+/// (`label` names position i), comparing `idx` positions of each.
+fn first_diff<'a>(
+    expected: &Group<f32>,
+    got: &Group<f32>,
+    pairs: impl Iterator<Item = (usize, usize)> + 'a,
+) -> Option<String> {
+    match (&expected.values, &got.values) {
+        (Values::Real(a), Values::Real(b)) => pairs
+            .into_iter()
+            .find(|&(i, j)| !same_bits(a[i], b[j]))
+            .map(|(i, j)| format!("{}: expected {}, got {}", got.label(j), bits(a[i]), bits(b[j]))),
+        (Values::Int(a), Values::Int(b)) => pairs
+            .into_iter()
+            .find(|&(i, j)| a[i] != b[j])
+            .map(|(i, j)| format!("{}: expected {}, got {}", got.label(j), a[i], b[j])),
+        _ => Some(format!("{}: not the kind of output the op defines", got.name)),
+    }
+}
+
+/// The first bit difference between two results, group by group in the
+/// op's order.
+pub fn diff_groups(expected: &[Group<f32>], got: &[Group<f32>]) -> Option<String> {
+    if expected.len() != got.len() {
+        return Some(format!("{} output groups, expected {}", got.len(), expected.len()));
+    }
+    for (a, b) in expected.iter().zip(got) {
+        if a.len() != b.len() {
+            return Some(format!("{}: {} values, expected {}", b.name, b.len(), a.len()));
+        }
+        if let Some(d) = first_diff(a, b, (0..a.len()).map(|i| (i, i))) {
+            return Some(d);
+        }
+    }
+    None
+}
+
+/// The first violation of `t` between the original result (`a`, on the
+/// original case) and the transformed one (`b`, on `t.case`).
+pub fn diff_transformed<C>(a: &[Group<f32>], b: &[Group<f32>], t: &Transform<C>) -> Option<String> {
+    if a.len() != b.len() {
+        return Some(format!("{} output groups, expected {}", b.len(), a.len()));
+    }
+    for (ga, gb) in a.iter().zip(b) {
+        match ga.rows {
+            Rows::Global => {
+                if !t.same_global {
+                    continue;
+                }
+                if ga.len() != gb.len() {
+                    return Some(format!("{}: {} values, expected {}", gb.name, gb.len(), ga.len()));
+                }
+                if let Some(d) = first_diff(ga, gb, (0..ga.len()).map(|i| (i, i))) {
+                    return Some(d);
+                }
+            }
+            Rows::PerToken { local } => {
+                if t.local_only && !local {
+                    continue;
+                }
+                let cols = gb.cols.max(1);
+                if gb.len() != t.rows.len() * cols {
+                    return Some(format!("{}: {} values, expected {} rows of {cols}", gb.name, gb.len(), t.rows.len()));
+                }
+                let mapped = t.rows.iter().enumerate().filter_map(|(rb, ra)| ra.map(|ra| (ra, rb)));
+                let pairs = mapped.flat_map(|(ra, rb)| (0..cols).map(move |c| (ra * cols + c, rb * cols + c)));
+                if ga.len() < t.rows.iter().flatten().max().map_or(0, |&m| (m + 1) * cols) {
+                    return Some(format!("{}: {} values in the original result, too few rows", ga.name, ga.len()));
+                }
+                if let Some(d) = first_diff(ga, gb, pairs) {
+                    return Some(d);
+                }
+                if t.unmapped_zero {
+                    if let Values::Real(vb) = &gb.values {
+                        let unmapped = t.rows.iter().enumerate().filter(|(_, ra)| ra.is_none()).map(|(rb, _)| rb);
+                        for rb in unmapped {
+                            if let Some(c) = (0..cols).find(|&c| vb[rb * cols + c].to_bits() != 0) {
+                                let j = rb * cols + c;
+                                return Some(format!("{} = {}, expected +0.0", gb.label(j), bits(vb[j])));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g<'a>(name: &'static str, rows: Rows, cols: usize, v: &'a [f32]) -> Group<'a, f32> {
+        Group { name, rows, cols, values: Values::Real(v) }
+    }
+
+    #[test]
+    fn nan_matches_nan_and_zero_signs_count() {
+        let a = [f32::NAN, 0.0];
+        let b = [f32::from_bits(0x7fc0_1234), 0.0];
+        let c = [f32::NAN, -0.0];
+        let ga = [g("x", Rows::Global, 2, &a)];
+        assert_eq!(diff_groups(&ga, &[g("x", Rows::Global, 2, &b)]), None);
+        let d = diff_groups(&ga, &[g("x", Rows::Global, 2, &c)]).unwrap();
+        assert!(d.starts_with("x[1]: expected 0x00000000"), "{d}");
+    }
+
+    #[test]
+    fn transforms_compare_mapped_rows_and_zero_the_rest() {
+        let a = [1.0, 2.0, 3.0, 4.0];
+        let b = [1.0, 2.0, 3.0, 4.0, 0.0, 0.0];
+        let t = Transform {
+            what: String::new(),
+            case: (),
+            rows: vec![Some(0), Some(1), None],
+            same_global: true,
+            unmapped_zero: true,
+            local_only: false,
+        };
+        let pa = [g("grad", Rows::PerToken { local: false }, 2, &a)];
+        assert_eq!(diff_transformed(&pa, &[g("grad", Rows::PerToken { local: false }, 2, &b)], &t), None);
+        let bad = [1.0, 2.0, 3.0, 4.0, 0.0, -0.0];
+        let d = diff_transformed(&pa, &[g("grad", Rows::PerToken { local: false }, 2, &bad)], &t).unwrap();
+        assert!(d.starts_with("grad[2][1] = 0x80000000"), "{d}");
+        // Sub-batch: only local groups compared; row 0 of b is row 1 of a.
+        let sub = Transform { rows: vec![Some(1)], same_global: false, unmapped_zero: false, local_only: true, ..t };
+        let pl = [g("w", Rows::PerToken { local: true }, 2, &a), g("c", Rows::Global, 1, &[9.0])];
+        let ok = [g("w", Rows::PerToken { local: true }, 2, &[3.0, 4.0]), g("c", Rows::Global, 1, &[1.0])];
+        assert_eq!(diff_transformed(&pl, &ok, &sub), None);
+        let wrong = [g("w", Rows::PerToken { local: true }, 2, &[3.0, 5.0]), g("c", Rows::Global, 1, &[1.0])];
+        assert!(diff_transformed(&pl, &wrong, &sub).unwrap().starts_with("w[0][1]"));
+    }
+}

@@ -1,0 +1,468 @@
+//! The one runner: judges cases (generated, fuzzed, imported or stored) with
+//! every property on every subject, shrinks each new failure at once and
+//! hands it to the corpus, and summarises. `check`, `selftest`, the fuzz
+//! targets, `import` and `replay` all go through it.
+
+pub mod replay;
+
+use crate::corpus::{self, Entry, Saved};
+use crate::gen::GenConfig;
+use crate::harness::{case_at, Harness};
+use crate::props::{applies, finite_differences, judge, Judgement, Property, References, MPFR_SUBJECT};
+use crate::shrink::shrink;
+use crate::subject::{Skip, SubjectRef};
+use indicatif::{ProgressBar, ProgressStyle};
+use oracles::op::{Op, Profile};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where failures go.
+#[derive(Clone, Debug, Default)]
+pub struct SavePolicy {
+    /// The corpus root (`regressions/`); `None`: nothing is saved.
+    pub root: Option<PathBuf>,
+    /// Whether failures of planted bugs (`bug:*`, demonstrations) are saved
+    /// too; they are not unless the user named a corpus explicitly.
+    pub planted: bool,
+}
+
+/// What to run, for every op alike.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub properties: Vec<Property>,
+    /// Stop after this many cases.
+    pub cases: Option<u64>,
+    /// Stop after this long.
+    pub seconds: Option<Duration>,
+    /// The index of the first case (`--case N` runs exactly case N).
+    pub first_case: u64,
+    pub seed: u64,
+    pub gen: GenConfig,
+    pub save: SavePolicy,
+    pub progress: bool,
+    /// Set by SIGINT: the current cases finish, no new one starts.
+    pub interrupt: Arc<AtomicBool>,
+}
+
+/// One row of the table: an op, a property, a profile, a subject.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct RowKey {
+    pub op: String,
+    pub property: Property,
+    pub profile: String,
+    pub subject: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RowStats {
+    /// Cases judged (passed or failed); cases the property says nothing
+    /// about are never counted here.
+    pub cases: u64,
+    pub failures: u64,
+    /// Cases where the property said nothing (no transform applies, no
+    /// finite-difference entry could be checked).
+    pub not_applicable_cases: u64,
+    /// Why the property cannot say anything about this subject at all.
+    pub not_applicable: Option<String>,
+    /// Worst |error| / bound (accuracy, gradient).
+    pub worst_error_over_bound: Option<f64>,
+    pub near_ties: u64,
+    pub unbounded: u64,
+    pub kinks: u64,
+    pub undetermined: u64,
+}
+
+/// What happened to a failure's shrunk case.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum SaveNote {
+    Saved {
+        path: PathBuf,
+    },
+    Repaired {
+        path: PathBuf,
+    },
+    /// The corpus already holds this failure, or an entry of the same
+    /// property and subject that still fails it: nothing new was written.
+    Known {
+        path: PathBuf,
+    },
+    NotSaved {
+        reason: String,
+    },
+}
+
+/// A failure, shrunk, with how to reproduce it.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailureRecord {
+    pub op: String,
+    pub property: Property,
+    pub subject: String,
+    pub profile: String,
+    /// The shrunk case's own message.
+    pub message: String,
+    /// Index of the generated case that failed first, when generated.
+    pub case_index: Option<u64>,
+    pub original_shape: String,
+    pub shrunk_shape: String,
+    /// The shrunk case, compactly (its shape and the values that matter).
+    pub shrunk_case: String,
+    pub save: SaveNote,
+    /// Commands that reproduce it.
+    pub reproduce: Vec<String>,
+}
+
+/// Everything a run of one op found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct OpSummary {
+    pub op: String,
+    pub cases: u64,
+    pub seconds: f64,
+    #[serde(skip)]
+    pub rows: BTreeMap<RowKey, RowStats>,
+    /// Cases that exercised each class, every class listed.
+    pub classes: Vec<(String, u64)>,
+    /// Cases where some exact decision differed from the profile's.
+    pub near_tie_cases: u64,
+    pub skipped: Vec<Skip>,
+    pub failures: Vec<FailureRecord>,
+}
+
+impl OpSummary {
+    pub fn failed(&self) -> bool {
+        self.rows.values().any(|r| r.failures > 0)
+    }
+    /// Cases judged by some row.
+    pub fn judged(&self) -> u64 {
+        self.rows.values().map(|r| r.cases).sum()
+    }
+}
+
+/// `name` with its dims: `T=2 E=8`.
+pub fn shape<O: Op>(case: &O::Case) -> String {
+    O::dims(case).iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(" ")
+}
+
+fn profile_name<O: Op>(s: &SubjectRef<O>) -> String {
+    s.profile().map(|p| p.name().to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// The rows a plan will fill, with the rows that say nothing about their
+/// subject marked n/a up front.
+pub fn rows_for<O: Harness>(subjects: &[SubjectRef<O>], properties: &[Property]) -> BTreeMap<RowKey, RowStats> {
+    let mut rows = BTreeMap::new();
+    for &p in properties {
+        for s in subjects {
+            let key = RowKey { op: O::NAME.into(), property: p, profile: profile_name(s), subject: s.name() };
+            let not_applicable = applies(p, s.as_ref()).err();
+            rows.insert(key, RowStats { not_applicable, ..Default::default() });
+        }
+        if p == Property::Gradient {
+            let key = RowKey { op: O::NAME.into(), property: p, profile: "-".into(), subject: MPFR_SUBJECT.into() };
+            rows.insert(key, RowStats::default());
+        }
+    }
+    rows
+}
+
+/// Judgements of one case: one per applicable (property, subject) and the
+/// finite-difference check.
+pub fn judge_case<O: Harness>(
+    case: &O::Case,
+    subjects: &[SubjectRef<O>],
+    properties: &[Property],
+) -> Vec<(RowKey, Judgement)> {
+    let mut refs = References::<O>::default();
+    let mut out = Vec::new();
+    for &p in properties {
+        for s in subjects {
+            if applies(p, s.as_ref()).is_err() {
+                continue;
+            }
+            let key = RowKey { op: O::NAME.into(), property: p, profile: profile_name(s), subject: s.name() };
+            out.push((key, judge(p, s.as_ref(), case, &mut refs)));
+        }
+        if p == Property::Gradient {
+            let key = RowKey { op: O::NAME.into(), property: p, profile: "-".into(), subject: MPFR_SUBJECT.into() };
+            out.push((key, finite_differences::<O>(case)));
+        }
+    }
+    out
+}
+
+/// The failure of `property` on `case` for the subject named `subject` (or
+/// the finite-difference check for `mpfr`): the shrinker's predicate and the
+/// stored message come from this one function.
+pub fn failure_of<O: Harness>(
+    property: Property,
+    subject: &str,
+    case: &O::Case,
+    subjects: &[SubjectRef<O>],
+) -> Option<String> {
+    if subject == MPFR_SUBJECT {
+        return finite_differences::<O>(case).failure;
+    }
+    let s = subjects.iter().find(|s| s.name() == subject)?;
+    judge(property, s.as_ref(), case, &mut References::default()).failure
+}
+
+/// Adds a judgement to its row.
+pub fn tally(row: &mut RowStats, j: &Judgement) {
+    row.near_ties += j.near_ties as u64;
+    row.unbounded += j.unbounded as u64;
+    row.kinks += j.kinks as u64;
+    row.undetermined += j.undetermined as u64;
+    if j.not_applicable {
+        row.not_applicable_cases += 1;
+        return;
+    }
+    row.cases += 1;
+    if let Some(r) = j.ratio {
+        row.worst_error_over_bound = Some(row.worst_error_over_bound.unwrap_or(0.0).max(r));
+    }
+    row.failures += j.failure.is_some() as u64;
+}
+
+/// A failing case, found by whatever means: what to shrink and how to
+/// describe it.
+pub struct Found<'a, O: Harness> {
+    pub property: Property,
+    pub subject: &'a str,
+    pub profile: &'a str,
+    pub case: &'a O::Case,
+    pub case_index: Option<u64>,
+    /// How to regenerate it (`--seed X --case N`), when generated.
+    pub seed: Option<u64>,
+    /// Prefix of the stored note (`fuzz loss_bwd: `).
+    pub note_prefix: String,
+}
+
+/// Shrinks a failure against its own property and subject, saves it as the
+/// policy says (never twice for the same bug), and describes it.
+pub fn record_failure<O: Harness>(
+    found: Found<'_, O>,
+    subjects: &[SubjectRef<O>],
+    policy: &SavePolicy,
+    budget: usize,
+) -> FailureRecord {
+    let Found { property, subject, profile, case, case_index, seed, note_prefix } = found;
+    let shrunk = shrink::<O>(case, |c| failure_of::<O>(property, subject, c, subjects).is_some(), budget);
+    let message = failure_of::<O>(property, subject, &shrunk, subjects).unwrap_or_else(|| "(no longer fails)".into());
+    let save =
+        save_failure::<O>(property, subject, profile, &format!("{note_prefix}{message}"), &shrunk, subjects, policy);
+    let mut reproduce = Vec::new();
+    match &save {
+        SaveNote::Saved { path } | SaveNote::Repaired { path } | SaveNote::Known { path } => {
+            reproduce.push(format!("bitparity replay {}", path.display()))
+        }
+        SaveNote::NotSaved { .. } => {}
+    }
+    if let (Some(seed), Some(i)) = (seed, case_index) {
+        let subject_arg = if subject == MPFR_SUBJECT { String::new() } else { format!(" --subject {subject}") };
+        reproduce.push(format!(
+            "bitparity check --op {} --seed {seed} --case {i}{subject_arg} --property {property} --no-save",
+            O::NAME
+        ));
+    }
+    FailureRecord {
+        op: O::NAME.into(),
+        property,
+        subject: subject.into(),
+        profile: profile.into(),
+        message,
+        case_index,
+        original_shape: shape::<O>(case),
+        shrunk_shape: shape::<O>(&shrunk),
+        shrunk_case: O::describe(&shrunk),
+        save,
+        reproduce,
+    }
+}
+
+/// The corpus entry of a shrunk failure.
+pub fn entry_of<O: Harness>(
+    property: Property,
+    subject: &str,
+    profile: &str,
+    note: &str,
+    case: &O::Case,
+) -> Entry<O::Case> {
+    Entry {
+        op: O::NAME.into(),
+        property: property.name().into(),
+        subject: subject.into(),
+        profile: profile.into(),
+        date: corpus::today(),
+        note: note.lines().next().unwrap_or("").chars().take(300).collect(),
+        classes: O::classify(case).iter().map(|c| c.to_string()).collect(),
+        case: case.clone(),
+    }
+}
+
+fn save_failure<O: Harness>(
+    property: Property,
+    subject: &str,
+    profile: &str,
+    note: &str,
+    case: &O::Case,
+    subjects: &[SubjectRef<O>],
+    policy: &SavePolicy,
+) -> SaveNote {
+    let Some(root) = &policy.root else {
+        return SaveNote::NotSaved { reason: "saving is off (--no-save)".into() };
+    };
+    if subject.starts_with("bug:") && !policy.planted {
+        return SaveNote::NotSaved {
+            reason: "a planted bug (a demonstration): not written to the corpus unless --corpus DIR is given".into(),
+        };
+    }
+    if let Some(path) = known_failure::<O>(root, property, subject, subjects) {
+        return SaveNote::Known { path };
+    }
+    match corpus::save(root, &entry_of::<O>(property, subject, profile, note, case)) {
+        Ok(Saved::New(path)) => SaveNote::Saved { path },
+        Ok(Saved::Present(path)) => SaveNote::Known { path },
+        Ok(Saved::Repaired(path)) => SaveNote::Repaired { path },
+        Err(reason) => SaveNote::NotSaved { reason },
+    }
+}
+
+/// An entry of the corpus, of this op, property and subject, that still
+/// fails: the bug is already kept, one file is enough.
+fn known_failure<O: Harness>(
+    root: &std::path::Path,
+    property: Property,
+    subject: &str,
+    subjects: &[SubjectRef<O>],
+) -> Option<PathBuf> {
+    let (files, _) = corpus::list(&root.join(O::NAME), &[O::NAME]).ok()?;
+    files.into_iter().find(|path| {
+        let Ok(raw) = corpus::read_entry(path) else { return false };
+        if raw.op != O::NAME || raw.property != property.name() || raw.subject != subject {
+            return false;
+        }
+        let Ok(case) = corpus::decode_case::<O::Case>(&raw) else { return false };
+        O::validate(&case).is_ok() && failure_of::<O>(property, subject, &case, subjects).is_some()
+    })
+}
+
+fn progress_bar(plan: &Plan, op: &str) -> ProgressBar {
+    if !plan.progress {
+        return ProgressBar::hidden();
+    }
+    let b = match (plan.cases, plan.seconds) {
+        (Some(n), _) => ProgressBar::new(n),
+        (None, Some(d)) => ProgressBar::new(d.as_secs().max(1)),
+        (None, None) => ProgressBar::new(0),
+    };
+    b.set_style(
+        ProgressStyle::with_template(&format!(
+            "{op} {{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} {{msg}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b
+}
+
+/// `bitparity check` for one op: generated cases, every property on every
+/// subject, each new failure shrunk and saved as soon as it is found.
+pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<Skip>) -> OpSummary {
+    let start = Instant::now();
+    let bar = progress_bar(plan, O::NAME);
+    let state = Mutex::new(OpSummary {
+        op: O::NAME.into(),
+        rows: rows_for::<O>(subjects, &plan.properties),
+        skipped,
+        ..Default::default()
+    });
+    let classes: Mutex<BTreeMap<O::Class, u64>> = Mutex::new(BTreeMap::new());
+    // Rows whose first failure is being (or was) shrunk: one per row.
+    let claimed: Mutex<BTreeSet<RowKey>> = Mutex::new(BTreeSet::new());
+    // Workers pull case indices from one counter until the case count or
+    // the time budget is reached: no batch waits for its slowest case.
+    let counter = AtomicU64::new(0);
+    let workers = rayon::current_num_threads().max(1);
+    fn lock(m: &Mutex<OpSummary>) -> std::sync::MutexGuard<'_, OpSummary> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    rayon::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|_| loop {
+                if plan.interrupt.load(Ordering::Relaxed) || plan.seconds.is_some_and(|l| start.elapsed() >= l) {
+                    return;
+                }
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                if plan.cases.is_some_and(|c| n >= c) {
+                    return;
+                }
+                let index = plan.first_case.wrapping_add(n);
+                let case = case_at::<O>(plan.seed, index, &plan.gen);
+                let judged = judge_case::<O>(&case, subjects, &plan.properties);
+                {
+                    let mut c = classes.lock().unwrap_or_else(|e| e.into_inner());
+                    for class in O::classify(&case) {
+                        *c.entry(class).or_default() += 1;
+                    }
+                }
+                let mut new_failures = Vec::new();
+                let (done, fails) = {
+                    let mut st = lock(&state);
+                    st.cases += 1;
+                    let mut near = false;
+                    for (key, j) in &judged {
+                        let Some(row) = st.rows.get_mut(key) else { continue };
+                        tally(row, j);
+                        near |= j.near_ties > 0;
+                        if j.failure.is_some() && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone())
+                        {
+                            new_failures.push(key.clone());
+                        }
+                    }
+                    st.near_tie_cases += near as u64;
+                    (st.cases, st.rows.values().map(|r| r.failures).sum::<u64>())
+                };
+                match plan.cases {
+                    Some(_) => bar.set_position(done),
+                    None => bar.set_position(start.elapsed().as_secs()),
+                }
+                bar.set_message(format!("{done} cases, {fails} failures"));
+                for key in new_failures {
+                    bar.println(format!(
+                        "{} / {} / {} failed on case {index} ({}): shrinking...",
+                        key.op,
+                        key.property,
+                        key.subject,
+                        shape::<O>(&case)
+                    ));
+                    let record = record_failure::<O>(
+                        Found {
+                            property: key.property,
+                            subject: &key.subject,
+                            profile: &key.profile,
+                            case: &case,
+                            case_index: Some(index),
+                            seed: Some(plan.seed),
+                            note_prefix: String::new(),
+                        },
+                        subjects,
+                        &plan.save,
+                        crate::shrink::BUDGET,
+                    );
+                    bar.println(crate::report::failure_text(&record));
+                    lock(&state).failures.push(record);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let mut summary = state.into_inner().unwrap_or_else(|e| e.into_inner());
+    let counts = classes.into_inner().unwrap_or_else(|e| e.into_inner());
+    summary.classes = O::classes().iter().map(|c| (c.to_string(), counts.get(c).copied().unwrap_or(0))).collect();
+    summary.failures.sort_by(|a, b| (a.property, &a.subject).cmp(&(b.property, &b.subject)));
+    summary.seconds = start.elapsed().as_secs_f64();
+    summary
+}

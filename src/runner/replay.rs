@@ -1,0 +1,127 @@
+//! Replay of corpus entries (`bitparity replay`, `cargo test`): every correct
+//! subject available must pass the entry's property, the planted bug the
+//! entry names must still fail it, an entry of subject `mpfr` replays the
+//! finite-difference check. What could not be replayed is said, per entry.
+
+use crate::corpus::{decode_case, RawEntry};
+use crate::harness::{available, Harness};
+use crate::props::{applies, finite_differences, judge, Property, References, MPFR_SUBJECT};
+use crate::subject::{Skip, SubjectRef};
+
+/// How one subject fared on an entry.
+#[derive(Clone, Debug)]
+pub struct SubjectResult {
+    pub subject: String,
+    /// The planted bug the entry caught: it must still fail.
+    pub must_fail: bool,
+    pub failure: Option<String>,
+}
+
+impl SubjectResult {
+    pub fn ok(&self) -> bool {
+        self.failure.is_some() == self.must_fail
+    }
+}
+
+/// The replay of one entry.
+#[derive(Clone, Debug, Default)]
+pub struct EntryReplay {
+    pub results: Vec<SubjectResult>,
+    /// Subjects that could not judge it here, with why (counted, never
+    /// passed).
+    pub not_replayed: Vec<Skip>,
+    /// Why the entry itself is unusable (an unknown property or planted bug,
+    /// an invalid case); such an entry fails.
+    pub broken: Option<String>,
+}
+
+impl EntryReplay {
+    fn broken(why: impl Into<String>) -> Self {
+        EntryReplay { broken: Some(why.into()), ..Default::default() }
+    }
+    /// Judged by something, every result as it must be, nothing broken.
+    pub fn ok(&self) -> bool {
+        self.broken.is_none() && !self.results.is_empty() && self.results.iter().all(SubjectResult::ok)
+    }
+    /// Whether anything judged it.
+    pub fn judged(&self) -> bool {
+        !self.results.is_empty()
+    }
+}
+
+/// The correct subjects a replay runs, once per process and op.
+pub struct ReplaySubjects<O: Harness> {
+    pub subjects: Vec<SubjectRef<O>>,
+    pub skipped: Vec<Skip>,
+}
+
+impl<O: Harness> Default for ReplaySubjects<O> {
+    fn default() -> Self {
+        let a = available::<O>();
+        ReplaySubjects { subjects: a.subjects, skipped: a.skipped }
+    }
+}
+
+/// Replays `entry` (of op `O`) against every correct subject available and
+/// the planted bug it names.
+pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> EntryReplay {
+    let Some(property) = Property::by_name(&entry.property) else {
+        let known: Vec<&str> = Property::ALL.iter().map(|p| p.name()).collect();
+        return EntryReplay::broken(format!("unknown property {:?} (known: {})", entry.property, known.join(", ")));
+    };
+    let case: O::Case = match decode_case(entry) {
+        Ok(c) => c,
+        Err(e) => return EntryReplay::broken(e),
+    };
+    if let Err(e) = O::validate(&case) {
+        return EntryReplay::broken(format!("the stored case is invalid: {e}"));
+    }
+    let mut out = EntryReplay::default();
+    if entry.subject == MPFR_SUBJECT {
+        let j = finite_differences::<O>(&case);
+        if j.not_applicable {
+            out.not_replayed
+                .push(Skip { suite: MPFR_SUBJECT.into(), reason: "no entry of the case could be checked".into() });
+        } else {
+            out.results.push(SubjectResult { subject: MPFR_SUBJECT.into(), must_fail: false, failure: j.failure });
+        }
+        return out;
+    }
+    let mut refs = References::<O>::default();
+    for s in &with.subjects {
+        if applies(property, s.as_ref()).is_err() {
+            continue;
+        }
+        let j = judge(property, s.as_ref(), &case, &mut refs);
+        if j.not_applicable {
+            continue;
+        }
+        out.results.push(SubjectResult { subject: s.name(), must_fail: false, failure: j.failure });
+    }
+    if let Some(bug) = entry.subject.strip_prefix("bug:") {
+        match O::planted().into_iter().find(|b| b.name == bug) {
+            Some(b) => {
+                let j = judge(property, b.subject.as_ref(), &case, &mut refs);
+                out.results.push(SubjectResult { subject: entry.subject.clone(), must_fail: true, failure: j.failure });
+            }
+            None => {
+                let names: Vec<&str> = O::planted().iter().map(|b| b.name).collect();
+                out.broken = Some(format!(
+                    "names planted bug {bug:?}, which {} does not have (known: {})",
+                    O::NAME,
+                    names.join(", ")
+                ));
+            }
+        }
+    } else if !with.subjects.iter().any(|s| s.name() == entry.subject) {
+        // The subject that failed (cuda, say) cannot run here.
+        let reason = with
+            .skipped
+            .iter()
+            .find(|s| s.suite.ends_with(&entry.subject))
+            .map(|s| s.reason.clone())
+            .unwrap_or_else(|| format!("no subject {:?} of {} here", entry.subject, O::NAME));
+        out.not_replayed.push(Skip { suite: entry.subject.clone(), reason });
+    }
+    out
+}

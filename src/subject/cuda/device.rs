@@ -1,0 +1,158 @@
+//! The GPU: opened once per process, each kernel source compiled (NVRTC) and
+//! loaded the first time an op asks for it, and kept, failure included: a
+//! kernel that does not compile disables that op's `cuda` subject only, with
+//! the reason.
+
+use super::nvrtc::{self, guarded};
+use super::KernelId;
+use crate::knobs;
+use crate::subject::SubjectError;
+use cudarc::driver::{sys as cu, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError};
+use cudarc::nvrtc::Ptx;
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What the probe found.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub ordinal: usize,
+    pub compute_capability: (i32, i32),
+    /// cuDriverGetVersion, e.g. 13000 for CUDA 13.0.
+    pub driver_cuda_version: i32,
+    pub nvrtc_version: (i32, i32),
+    pub multiprocessors: i32,
+}
+
+/// The opened GPU: its context, stream, and the modules loaded so far.
+pub struct Device {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub info: DeviceInfo,
+    arch: String,
+    modules: Mutex<HashMap<KernelId, Result<Arc<CudaModule>, String>>>,
+}
+
+/// A driver error as a subject's device error, naming the step.
+pub fn dev_err(what: &str) -> impl Fn(DriverError) -> SubjectError + '_ {
+    move |e| SubjectError::Device(format!("{what}: {e}"))
+}
+
+/// Opens the GPU (ordinal `BITPARITY_CUDA_DEVICE`, default 0), once per
+/// process. `Err` is the reason no CUDA subject can run here.
+pub fn device() -> Result<Arc<Device>, String> {
+    static DEVICE: OnceLock<Result<Arc<Device>, String>> = OnceLock::new();
+    DEVICE.get_or_init(|| guarded(open).and_then(|r| r)).clone()
+}
+
+fn open() -> Result<Arc<Device>, String> {
+    // SAFETY: only dlopen of the driver library names; no symbol is called.
+    if !unsafe { cu::is_culib_present() } {
+        return Err("no NVIDIA driver: libcuda.so could not be loaded".into());
+    }
+    let nvrtc_version = nvrtc::version().map_err(|e| e.to_string())?;
+    cudarc::driver::result::init().map_err(|e| format!("cuInit failed (no usable GPU?): {e}"))?;
+    let count = cudarc::driver::result::device::get_count().map_err(|e| format!("cuDeviceGetCount: {e}"))?;
+    let ordinal: usize = knobs::get_or(knobs::CUDA_DEVICE, 0)?;
+    if count <= 0 || ordinal >= count as usize {
+        return Err(format!("no CUDA device {ordinal} ({count} found)"));
+    }
+    let ctx = CudaContext::new(ordinal).map_err(|e| format!("opening CUDA device {ordinal}: {e}"))?;
+    let (major, minor) = ctx.compute_capability().map_err(|e| format!("compute capability: {e}"))?;
+    if major < 8 {
+        return Err(format!("compute capability {major}.{minor}: the kernels need 8.0 or newer"));
+    }
+    let name = ctx.name().map_err(|e| format!("device name: {e}"))?;
+    let multiprocessors = ctx
+        .attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| format!("multiprocessor count: {e}"))?;
+    let mut driver_cuda_version: c_int = 0;
+    // SAFETY: the driver is loaded and initialised; the pointer is valid.
+    unsafe { cu::cuDriverGetVersion(&mut driver_cuda_version) }
+        .result()
+        .map_err(|e| format!("cuDriverGetVersion: {e}"))?;
+    let stream = ctx.default_stream();
+    let info = DeviceInfo {
+        name,
+        ordinal,
+        compute_capability: (major, minor),
+        driver_cuda_version,
+        nvrtc_version,
+        multiprocessors,
+    };
+    Ok(Arc::new(Device { ctx, stream, info, arch: format!("sm_{major}{minor}"), modules: Mutex::new(HashMap::new()) }))
+}
+
+impl Device {
+    /// The module of kernel source `id`, compiled for this device and loaded
+    /// on first use; the same result (or reason) every later time.
+    pub fn module(&self, id: KernelId) -> Result<Arc<CudaModule>, String> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        modules
+            .entry(id)
+            .or_insert_with(|| {
+                let extra = nvrtc::extra_options()?;
+                let compiled = nvrtc::compile(&id.source(), &self.arch, &extra).map_err(|e| e.to_string())?;
+                guarded(|| self.ctx.load_module(Ptx::from_binary(compiled.cubin)))?
+                    .map_err(|e| format!("loading {} for {}: {e}", id.source().name, self.arch))
+            })
+            .clone()
+    }
+
+    /// A kernel of module `id`.
+    pub fn function(&self, id: KernelId, name: &str) -> Result<CudaFunction, String> {
+        self.module(id)?.load_function(name).map_err(|e| format!("kernel {name}: {e}"))
+    }
+
+    /// Waits for the stream and checks for an asynchronous error.
+    pub fn finish(&self, what: &str) -> Result<(), SubjectError> {
+        self.stream.synchronize().map_err(dev_err(what))?;
+        self.ctx.check_err().map_err(dev_err(what))
+    }
+
+    /// Times `f` (which enqueues GPU work on this device's stream) with CUDA
+    /// events: `warmup` untimed calls, then `iters` timed ones; returns each
+    /// timed call's microseconds.
+    pub fn time_us(
+        &self,
+        warmup: usize,
+        iters: usize,
+        mut f: impl FnMut() -> Result<(), SubjectError>,
+    ) -> Result<Vec<f64>, SubjectError> {
+        let ev = || self.ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev_err("event"));
+        for _ in 0..warmup {
+            f()?;
+        }
+        self.stream.synchronize().map_err(dev_err("warm-up"))?;
+        let mut out = Vec::with_capacity(iters);
+        let (start, end) = (ev()?, ev()?);
+        for _ in 0..iters {
+            start.record(&self.stream).map_err(dev_err("event record"))?;
+            f()?;
+            end.record(&self.stream).map_err(dev_err("event record"))?;
+            let ms = start.elapsed_ms(&end).map_err(dev_err("event elapsed"))?;
+            out.push(ms as f64 * 1000.0);
+        }
+        self.ctx.check_err().map_err(dev_err("timing"))?;
+        Ok(out)
+    }
+
+    /// Measured device-to-device copy bandwidth in bytes per second (bytes
+    /// read plus bytes written), median of `iters` copies of `bytes`.
+    pub fn copy_bandwidth(&self, bytes: usize, iters: usize) -> Result<f64, SubjectError> {
+        let s = &self.stream;
+        let n = bytes / 4;
+        let src: CudaSlice<f32> = s.alloc_zeros(n).map_err(dev_err("alloc"))?;
+        let mut dst: CudaSlice<f32> = s.alloc_zeros(n).map_err(dev_err("alloc"))?;
+        let mut times = self.time_us(3, iters.max(1), || s.memcpy_dtod(&src, &mut dst).map_err(dev_err("copy")))?;
+        times.sort_by(f64::total_cmp);
+        let med = times[times.len() / 2];
+        Ok((2 * n * 4) as f64 / (med * 1e-6))
+    }
+}
+
+/// An index or size as the kernels' i32, or why the case is unavailable.
+pub fn as_i32(x: usize, what: &str) -> Result<i32, SubjectError> {
+    i32::try_from(x).map_err(|_| SubjectError::Unavailable(format!("{what} = {x} exceeds the kernels' i32 range")))
+}

@@ -1,0 +1,68 @@
+//! The CUDA subjects: `kernels/*.cu`, compiled at run time by NVRTC and run
+//! through cudarc's driver API. Three layers, as cudarc has: [`nvrtc`] (the
+//! compiler), [`device`] (the GPU, its modules and timing), and one file per
+//! op for its launches ([`seqwise_loss`]).
+//!
+//! Fail closed at every step: a machine without the driver, without a GPU,
+//! without NVRTC, or whose kernels do not compile gets an explicit reason
+//! (the subject is unavailable, with it); a subject call returns
+//! [`SubjectError::Unavailable`](crate::subject::SubjectError) or
+//! [`SubjectError::Device`](crate::subject::SubjectError); nothing panics and
+//! nothing falls back to another implementation.
+//!
+//! Both libraries are loaded with dlopen (cudarc's `dynamic-loading`), and
+//! cudarc panics when a library it needs is missing, so each library is
+//! checked before use and every call runs under `catch_unwind` as a last
+//! guard. All unsafe code of bitparity lives in this module; every block says
+//! why it is sound.
+
+pub mod device;
+pub mod nvrtc;
+pub mod seqwise_loss;
+
+pub use device::{device, Device, DeviceInfo};
+pub use seqwise_loss::{probe, CudaSeqwise};
+
+/// One CUDA source file of `kernels/`, embedded at build time so that a
+/// prebuilt binary carries its kernels.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSource {
+    pub name: &'static str,
+    pub text: &'static str,
+}
+
+/// Every kernel source, one per op (candle's kernel-id enum): each compiles
+/// and loads on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelId {
+    SeqwiseLoss,
+}
+
+impl KernelId {
+    pub const ALL: [KernelId; 1] = [KernelId::SeqwiseLoss];
+
+    pub fn source(self) -> KernelSource {
+        match self {
+            KernelId::SeqwiseLoss => {
+                KernelSource { name: "seqwise_loss.cu", text: include_str!("../../../kernels/seqwise_loss.cu") }
+            }
+        }
+    }
+}
+
+/// The shared headers, handed to NVRTC by name (`#include "common.cuh"`).
+pub const HEADERS: &[KernelSource] =
+    &[KernelSource { name: "common.cuh", text: include_str!("../../../kernels/common.cuh") }];
+
+/// The poison laid between rows and before the first one: a NaN with a
+/// recognisable payload, so a kernel that reads a gap corrupts its output.
+pub const GAP_POISON: f32 = f32::from_bits(0x7fc0_dead);
+
+/// The profile a kernel source declares in its header comment
+/// (`Numeric profile: "<name>"`), for the check that subject and source agree.
+pub fn declared_profile_name(source: &KernelSource) -> Option<&'static str> {
+    let text = source.text;
+    let start = text.find("Numeric profile: \"")? + "Numeric profile: \"".len();
+    let len = text[start..].find('"')?;
+    Some(&text[start..start + len])
+}

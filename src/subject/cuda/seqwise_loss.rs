@@ -1,0 +1,318 @@
+//! The launches of `kernels/seqwise_loss.cu` (profile `warp32-chunk64`):
+//! the `cuda` subject of `seqwise_loss`.
+
+use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
+use super::{KernelId, GAP_POISON};
+use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
+use cudarc::driver::{sys as cu, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
+use oracles::op::seqwise_loss::SeqwiseLoss;
+use oracles::profile::seqwise_loss::SeqwiseProfile;
+use std::sync::{Arc, OnceLock};
+
+/// Elements per lane the kernels are instantiated for (32 * V >= E).
+const LANE_WIDTHS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+/// The largest E the kernels take: 32 lanes x 32 registers.
+pub const MAX_EXPERTS: usize = 1024;
+
+// Launch geometry. None of these changes a bit of the output (the profile's
+// constants, 32 lanes and 64-token chunks, are fixed inside the kernels).
+const FWD_THREADS: u32 = 512;
+const BWD_THREADS: u32 = 256;
+/// Dynamic shared memory of seqwise_fwd_chunk: E counters and one row of E
+/// values per warp.
+fn fwd_shared_bytes(e: usize) -> usize {
+    (1 + FWD_THREADS as usize / 32) * e * 4
+}
+/// The profile's token chunk, which the forward's grid is cut into.
+const TOKEN_CHUNK: usize = oracles::profile::seqwise_loss::GPU_TOKEN_CHUNK;
+
+struct Kernels {
+    fwd_chunk: Vec<CudaFunction>,
+    bwd: Vec<CudaFunction>,
+    finalize: CudaFunction,
+}
+
+/// The CUDA subject of `seqwise_loss`: profile `warp32-chunk64`
+/// ([`SeqwiseProfile::gpu`]). Cheap to clone (one device per process).
+#[derive(Clone)]
+pub struct CudaSeqwise {
+    dev: Arc<Device>,
+    kernels: Arc<Kernels>,
+}
+
+/// Opens the GPU and loads `seqwise_loss`'s kernels, once per process.
+/// `Err` is the reason this op's CUDA subject cannot run here (report its
+/// GPU suites as skipped with it).
+pub fn probe() -> Result<CudaSeqwise, String> {
+    static SUBJECT: OnceLock<Result<CudaSeqwise, String>> = OnceLock::new();
+    SUBJECT.get_or_init(load).clone()
+}
+
+fn load() -> Result<CudaSeqwise, String> {
+    let dev = device()?;
+    let id = KernelId::SeqwiseLoss;
+    let function = |n: &str| dev.function(id, n);
+    let kernels = Kernels {
+        fwd_chunk: LANE_WIDTHS
+            .iter()
+            .map(|v| function(&format!("seqwise_fwd_chunk_v{v}")))
+            .collect::<Result<_, _>>()?,
+        bwd: LANE_WIDTHS.iter().map(|v| function(&format!("seqwise_bwd_v{v}"))).collect::<Result<_, _>>()?,
+        finalize: function("seqwise_fwd_finalize")?,
+    };
+    for f in &kernels.fwd_chunk {
+        f.set_attribute(
+            cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            fwd_shared_bytes(MAX_EXPERTS) as i32,
+        )
+        .map_err(|e| format!("shared memory of seqwise_fwd_chunk: {e}"))?;
+    }
+    Ok(CudaSeqwise { dev, kernels: Arc::new(kernels) })
+}
+
+/// A case uploaded to the GPU with every buffer its kernels need; launches
+/// and read-backs are separate so benches can time the kernels alone.
+pub struct DeviceCase {
+    dev: Arc<Device>,
+    kernels: Arc<Kernels>,
+    t: usize,
+    e: usize,
+    offset: i32,
+    stride: i64,
+    topk: i32,
+    k: i32,
+    inclusive: i32,
+    g: f32,
+    v_index: usize,
+    scores: CudaSlice<f32>,
+    padding: CudaSlice<u8>,
+    map: CudaSlice<u8>,
+    p_part: CudaSlice<f32>,
+    c_part: CudaSlice<u32>,
+    p: CudaSlice<f32>,
+    counts: CudaSlice<u32>,
+    freq: CudaSlice<f32>,
+    raw: CudaSlice<f32>,
+    ticket: CudaSlice<u32>,
+    grad: CudaSlice<f32>,
+}
+
+impl CudaSeqwise {
+    pub fn info(&self) -> &DeviceInfo {
+        &self.dev.info
+    }
+
+    /// Validates `case` and uploads it: the scores as `case.storage(GAP_POISON)`
+    /// (the real offset and row stride), the padding flags, the map.
+    pub fn upload(&self, case: &SeqwiseCase) -> Result<DeviceCase, SubjectError> {
+        case.validate().map_err(invalid)?;
+        let (t, e) = (case.t, case.e);
+        if e > MAX_EXPERTS {
+            return Err(SubjectError::Unavailable(format!(
+                "E = {e}: the CUDA kernels take at most {MAX_EXPERTS} experts"
+            )));
+        }
+        let v_index = LANE_WIDTHS.iter().position(|&v| 32 * v >= e).unwrap_or(LANE_WIDTHS.len() - 1);
+        let (topk, k, map) = match &case.objective {
+            Objective::ProvidedMap { map } => (0, 0, map.iter().map(|&b| b as u8).collect::<Vec<u8>>()),
+            Objective::UnbiasedTopK { k } => (1, *k, vec![0u8]),
+        };
+        let padding: Vec<u8> = (0..t).map(|i| case.is_padding(i) as u8).collect();
+        let nchunks = t.div_ceil(TOKEN_CHUNK);
+        as_i32(nchunks * e, "chunks x E")?;
+        let s = &self.dev.stream;
+        let up = dev_err("upload");
+        let dc = DeviceCase {
+            dev: self.dev.clone(),
+            kernels: self.kernels.clone(),
+            t,
+            e,
+            offset: as_i32(case.layout.offset, "offset")?,
+            stride: i64::try_from(case.layout.row_stride)
+                .map_err(|_| SubjectError::Unavailable("row stride exceeds i64".into()))?,
+            topk,
+            k: as_i32(k, "k")?,
+            inclusive: matches!(case.clamp_tie, oracles::case::seqwise_loss::ClampTie::Inclusive) as i32,
+            g: case.g,
+            v_index,
+            scores: s.clone_htod(&case.storage(GAP_POISON)).map_err(&up)?,
+            padding: s.clone_htod(&padding).map_err(&up)?,
+            map: s.clone_htod(&map).map_err(&up)?,
+            p_part: s.alloc_zeros(nchunks * e).map_err(&up)?,
+            c_part: s.alloc_zeros(nchunks * e).map_err(&up)?,
+            p: s.alloc_zeros(e).map_err(&up)?,
+            counts: s.alloc_zeros(e).map_err(&up)?,
+            freq: s.alloc_zeros(e).map_err(&up)?,
+            raw: s.alloc_zeros(1).map_err(&up)?,
+            ticket: s.alloc_zeros(1).map_err(&up)?,
+            grad: s.alloc_zeros(t * e).map_err(&up)?,
+        };
+        as_i32(t, "T")?;
+        as_i32(e, "E")?;
+        Ok(dc)
+    }
+
+    /// The device this subject runs on (timing, bandwidth).
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+}
+
+impl DeviceCase {
+    fn cfg(grid: u32, block: (u32, u32), smem: u32) -> LaunchConfig {
+        LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block.0, block.1, 1), shared_mem_bytes: smem }
+    }
+
+    /// Enqueues the forward: the chunk kernel, then the finalize kernel.
+    pub fn launch_forward(&mut self) -> Result<(), SubjectError> {
+        let dev = self.dev.clone();
+        let s = &dev.stream;
+        let (t, e) = (self.t as i32, self.e as i32);
+        let nchunks = self.t.div_ceil(TOKEN_CHUNK) as i32;
+        let f = &self.kernels.fwd_chunk[self.v_index];
+        let mut b = s.launch_builder(f);
+        b.arg(&self.scores)
+            .arg(&self.offset)
+            .arg(&self.stride)
+            .arg(&t)
+            .arg(&e)
+            .arg(&self.padding)
+            .arg(&self.map)
+            .arg(&self.topk)
+            .arg(&self.k)
+            .arg(&mut self.p_part)
+            .arg(&mut self.c_part);
+        // SAFETY: the argument list matches seqwise_fwd_chunk_v<V>'s signature
+        // (pointers, i32, i64 in order); `scores` holds offset + (T-1)*stride + E
+        // elements (SeqwiseCase::storage), padding T bytes, map T*E bytes when
+        // topk == 0, p_part and c_part nchunks*E each, and the dynamic shared
+        // memory holds E counters and 16 rows of E values (the kernel's limit
+        // was raised to E = 1024 at load). Every buffer outlives the launch (they are owned by
+        // self, and frees are stream-ordered).
+        unsafe { b.launch(Self::cfg(nchunks as u32, (FWD_THREADS, 1), fwd_shared_bytes(self.e) as u32)) }
+            .map_err(dev_err("seqwise_fwd_chunk launch"))?;
+        let mut b = s.launch_builder(&self.kernels.finalize);
+        b.arg(&self.p_part)
+            .arg(&self.c_part)
+            .arg(&nchunks)
+            .arg(&e)
+            .arg(&mut self.p)
+            .arg(&mut self.counts)
+            .arg(&mut self.freq)
+            .arg(&mut self.raw)
+            .arg(&mut self.ticket);
+        // SAFETY: matches seqwise_fwd_finalize's signature; P, counts, freq hold
+        // E elements, raw and ticket one (ticket starts at 0 and the kernel's
+        // last block resets it); E <= 1024 fits its shared term buffer.
+        unsafe { b.launch(Self::cfg(self.e.div_ceil(32) as u32, (32, 32), 0)) }
+            .map_err(dev_err("seqwise_fwd_finalize launch"))?;
+        Ok(())
+    }
+
+    /// Enqueues the backward; it reads f_e from the last forward launch.
+    pub fn launch_backward(&mut self) -> Result<(), SubjectError> {
+        let dev = self.dev.clone();
+        let s = &dev.stream;
+        let (t, e) = (self.t as i32, self.e as i32);
+        let rows_per_block = (BWD_THREADS / 32) as usize;
+        let f = &self.kernels.bwd[self.v_index];
+        let mut b = s.launch_builder(f);
+        b.arg(&self.scores)
+            .arg(&self.offset)
+            .arg(&self.stride)
+            .arg(&t)
+            .arg(&e)
+            .arg(&self.padding)
+            .arg(&self.topk)
+            .arg(&self.inclusive)
+            .arg(&self.g)
+            .arg(&self.freq)
+            .arg(&mut self.grad);
+        // SAFETY: matches seqwise_bwd_v<V>'s signature; scores and padding as in
+        // the forward, freq E elements, grad T*E; one warp per row, rows past T
+        // return at once.
+        unsafe { b.launch(Self::cfg(self.t.div_ceil(rows_per_block) as u32, (BWD_THREADS, 1), 0)) }
+            .map_err(dev_err("seqwise_bwd launch"))?;
+        Ok(())
+    }
+
+    /// Waits for the forward and copies its outputs back.
+    pub fn read_forward(&self) -> Result<SeqwiseForward<f32>, SubjectError> {
+        self.dev.finish("forward")?;
+        let s = &self.dev.stream;
+        let rd = dev_err("read-back");
+        let raw = s.clone_dtoh(&self.raw).map_err(&rd)?;
+        let counts = s.clone_dtoh(&self.counts).map_err(&rd)?;
+        let freq = s.clone_dtoh(&self.freq).map_err(&rd)?;
+        self.dev.finish("read-back")?;
+        Ok(SeqwiseForward { raw: raw[0], counts, freq })
+    }
+
+    /// Waits for the backward and copies the gradient back.
+    pub fn read_backward(&self) -> Result<SeqwiseBackward<f32>, SubjectError> {
+        self.dev.finish("backward")?;
+        let grad = self.dev.stream.clone_dtoh(&self.grad).map_err(dev_err("read-back"))?;
+        self.dev.finish("read-back")?;
+        Ok(SeqwiseBackward { grad })
+    }
+}
+
+impl Subject<SeqwiseLoss> for CudaSeqwise {
+    fn name(&self) -> String {
+        "cuda".into()
+    }
+
+    /// The profile every kernel of kernels/seqwise_loss.cu implements.
+    fn profile(&self) -> Option<SeqwiseProfile> {
+        Some(SeqwiseProfile::gpu())
+    }
+
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Device
+    }
+
+    fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError> {
+        let mut dc = self.upload(case)?;
+        dc.launch_forward()?;
+        dc.read_forward()
+    }
+
+    fn backward(&self, case: &SeqwiseCase) -> Result<SeqwiseBackward<f32>, SubjectError> {
+        let mut dc = self.upload(case)?;
+        dc.launch_forward()?;
+        dc.launch_backward()?;
+        dc.read_backward()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subject::cuda::{declared_profile_name, HEADERS};
+    use oracles::profile::seqwise_loss::{GPU_LANES, GPU_TOKEN_CHUNK};
+
+    fn define(name: &str) -> Option<usize> {
+        KernelId::SeqwiseLoss.source().text.lines().find_map(|l| {
+            let rest = l.strip_prefix("#define ")?.strip_prefix(name)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+    }
+
+    #[test]
+    fn kernel_source_declares_the_gpu_profile_and_its_constants() {
+        let src = KernelId::SeqwiseLoss.source();
+        assert_eq!(declared_profile_name(&src), Some(SeqwiseProfile::gpu().name.as_str()));
+        assert_eq!(define("BP_TOKEN_CHUNK"), Some(GPU_TOKEN_CHUNK));
+        assert!(HEADERS[0].text.contains(&format!("#define BP_WARP {GPU_LANES}")));
+        assert!(src.text.contains("#include \"common.cuh\""));
+    }
+
+    #[test]
+    fn launch_shapes_match_the_kernels_bounds() {
+        // A launch with more threads than a kernel's __launch_bounds__ fails.
+        assert_eq!(define("BP_FWD_THREADS"), Some(FWD_THREADS as usize));
+        assert_eq!(define("BP_BWD_THREADS"), Some(BWD_THREADS as usize));
+        assert!(fwd_shared_bytes(MAX_EXPERTS) <= 227 * 1024, "over the per-block shared memory of sm_80/sm_90");
+    }
+}
