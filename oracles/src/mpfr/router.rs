@@ -504,3 +504,95 @@ pub fn gradient_entries(case: &RouterCase, max: usize) -> Result<Vec<(usize, usi
     wanted.truncate(max);
     Ok(wanted)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Layout;
+
+    fn case(e: usize, groups: usize, topk_groups: usize, k: usize, logits: Vec<f32>) -> RouterCase {
+        let t = logits.len() / e;
+        RouterCase {
+            t,
+            e,
+            layout: Layout::dense(e),
+            logits,
+            bias: vec![0.0; e],
+            groups,
+            topk_groups,
+            k,
+            route_scale: 1.0,
+            route_norm: true,
+            padding: None,
+            gw: (0..t * k).map(|i| 1.0 + i as f32 / 4.0).collect(),
+            loss: None,
+        }
+    }
+
+    #[test]
+    fn intervals_enclose_the_exact_value_and_stay_narrow() {
+        let at = |x: f32| sigmoid(&Float::with_val(FD_PREC, x));
+        // s(0) = 1/2 exactly: every operation on the way is exact.
+        let half = at(0.0);
+        assert!(half.lo == 0.5 && half.hi == 0.5);
+        // s(1) against 2000 bits: inside, and the width is some 2^-512.
+        let s1 = at(1.0);
+        let one = Float::with_val(2000, 1);
+        let exact = Float::with_val(2000, &one / Float::with_val(2000, &one + Float::with_val(2000, -1).exp()));
+        assert!(s1.lo <= exact && exact <= s1.hi);
+        let width = Float::with_val(FD_PREC, &s1.hi - &s1.lo);
+        assert!(width > 0 && width < Float::with_val(64, 1) >> 500u32);
+        // Saturated beyond MPFR's own range: still an enclosure, [0, tiny].
+        let far = at(-1e30);
+        assert!(far.lo == 0 && far.hi > 0 && far.hi < 1e-300);
+        assert!(at(f32::NEG_INFINITY).hi == 0 && at(f32::INFINITY).lo == 1);
+        assert!(at(f32::NAN).is_nan());
+        // No enclosure of a quotient by an interval holding zero.
+        let around_zero = Iv { lo: Float::with_val(FD_PREC, -1), hi: Float::with_val(FD_PREC, 1) };
+        assert!(Iv::of(1.0).div(&around_zero).is_nan());
+        // Signs: [-2, 3] * [-5, 1] = [-15, 10].
+        let (a, b) = (Iv::of(-2.0).add(&Iv { lo: Float::new(FD_PREC), hi: Float::with_val(FD_PREC, 5) }), Iv::of(-5.0));
+        let b = Iv { lo: b.lo, hi: Float::with_val(FD_PREC, 1) };
+        let p = a.mul(&b);
+        assert!(p.lo == -15 && p.hi == 10);
+    }
+
+    #[test]
+    fn selections_are_certain_only_when_the_order_is() {
+        // Equal logits are equal scores by identity: the tie goes to the lower
+        // index, certainly.
+        let c = case(4, 2, 1, 1, vec![0.5, 0.25, 0.5, 0.25]);
+        assert_eq!(Row::of(&c, 0).selection(&c), Some(vec![0]));
+        // -0.0 and +0.0 are one value.
+        let c = case(4, 2, 2, 1, vec![-0.0, -1.0, 0.0, -1.0]);
+        assert_eq!(Row::of(&c, 0).selection(&c), Some(vec![0]));
+        // s(x) + s(-x) = 1 for every x: groups (1, -1) and (2, -2) score 1
+        // exactly, from different inputs. No enclosure separates them, so
+        // with one group kept the choice is not certain.
+        let c = case(4, 2, 1, 1, vec![1.0, -1.0, 2.0, -2.0]);
+        assert_eq!(Row::of(&c, 0).selection(&c), None);
+        // ... and every entry of that row is a kink, not a failure.
+        let r = check_gradient(&c, &gradient_entries(&c, 8).unwrap()).unwrap();
+        assert_eq!((r.checked, r.kinks, r.failures.len()), (0, 4, 0));
+        // With both groups kept the group tie no longer matters: 2 is chosen.
+        let c = case(4, 2, 2, 1, vec![1.0, -1.0, 2.0, -2.0]);
+        assert_eq!(Row::of(&c, 0).selection(&c), Some(vec![2]));
+        let r = check_gradient(&c, &gradient_entries(&c, 8).unwrap()).unwrap();
+        assert_eq!((r.checked, r.failures.len()), (4, 0), "{r:?}");
+    }
+
+    #[test]
+    fn entries_cover_chosen_experts_and_the_corners() {
+        let logits: Vec<f32> = (0..6 * 16).map(|i| ((i * 37) % 23) as f32 / 8.0 - 1.0).collect();
+        let c = case(16, 4, 2, 3, logits);
+        let v = gradient_entries(&c, 30).unwrap();
+        assert!(v.len() <= 30);
+        for corner in [(0, 0), (0, 15), (5, 0), (5, 15)] {
+            assert!(v.contains(&corner), "{corner:?} in {v:?}");
+        }
+        let chosen = Row::of(&c, 0).selection(&c).unwrap();
+        assert!(chosen.iter().all(|&e| v.contains(&(0, e))));
+        assert!(gradient_entries(&c, 0).unwrap().is_empty());
+        assert_eq!(gradient_entries(&c, 1000).unwrap().len(), 96);
+    }
+}

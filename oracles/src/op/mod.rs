@@ -96,6 +96,10 @@ pub struct GradientCheck {
     pub failures: Vec<String>,
 }
 
+/// What [`Op::forward_on`] and [`Op::backward_on`] return: the outputs with
+/// the decisions taken, or why the input was refused.
+pub type RunResult<O, T> = Result<Run<T, <O as Op>::Decisions>, <O as Op>::Error>;
+
 /// An op of SPEC.md, as the oracles see it.
 pub trait Op: Sized + Send + Sync + 'static {
     /// The op's name: `--op`, `regressions/<NAME>/`, the `op` of a corpus entry.
@@ -126,13 +130,13 @@ pub trait Op: Sized + Send + Sync + 'static {
         case: &Self::Case,
         profile: &Self::Profile,
         imposed: Option<&Self::Decisions>,
-    ) -> Result<Run<Self::Fwd<N>, Self::Decisions>, Self::Error>;
+    ) -> RunResult<Self, Self::Fwd<N>>;
     /// The backward on any value type (see [`Op::forward_on`]).
     fn backward_on<N: Num>(
         case: &Self::Case,
         profile: &Self::Profile,
         imposed: Option<&Self::Decisions>,
-    ) -> Result<Run<Self::Bwd<N>, Self::Decisions>, Self::Error>;
+    ) -> RunResult<Self, Self::Bwd<N>>;
 
     /// The forward's outputs on `case`, labelled, in a fixed order.
     fn fwd_groups<'a, N: Num>(case: &Self::Case, f: &'a Self::Fwd<N>) -> Vec<Group<'a, N>>;
