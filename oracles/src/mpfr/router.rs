@@ -8,8 +8,8 @@
 //! module: its own sigmoid, its own selection, its own sums, in interval
 //! arithmetic on MPFR numbers ([`Iv`]), never through the generic profile
 //! code or a profile's reduction orders. A bug in the shared generic code
-//! (a wrong selection, a wrong association of a formula, a missing term)
-//! then shows up as a disagreement instead of hiding on both sides.
+//! (a wrong selection, a wrong sign, a missing factor or term) then shows
+//! up as a disagreement instead of hiding on both sides.
 //!
 //! # The objective
 //!
@@ -30,7 +30,9 @@
 //! i pi (2m + 1), and the zeros of the denominators D = sum_j s_j + 1e-20 and
 //! d_t = sum_e s_e (sums of positive scores) need s_te(x) = -c with c > 0,
 //! that is e^-x = -(1 + 1/c), so Im x = pi (2m + 1) too. The step is thus
-//! 2^-100 of the distance to the nearest pole, far from every one, and no
+//! at most 2^-100 of the distance to the nearest pole, far from every one
+//! (and no quantity it moves changes by more than 2^-100 relative: ds =
+//! s (1 - s) dx, and D, when it holds s_te, and d_t are at least s_te), and no
 //! real kink exists besides the decisions (|s| is s: the exact score of a
 //! finite logit is positive). A step relative to |x| is not needed (no
 //! kink at x = 0), and an absolute one keeps x +- h exact: an f32 spans
@@ -59,14 +61,24 @@
 //! entry passes when |D(h/2) - A| <= 2 |D(h) - D(h/2)|, each side taken at
 //! its extreme over the enclosures (the left side's lower end against the
 //! right side's upper end; A's own bound widens A): rounding can never raise
-//! an alarm. Where F is analytic on the step, D(h) - A = c_1 h^2 + c_2 h^4 +
-//! ... with |c_m| <= M / pi^(2m+1) (Cauchy), so the first nonzero term
-//! dominates by a factor near (pi / h)^2 = 2^203: the left side is
-//! |c_m| h^2m / 4^m, the right 2 (1 - 4^-m) |c_m| h^2m, at least 6 times
-//! larger; where F is linear in x_te (every c_m zero) both quotients equal A.
-//! A wrong derivative is off by a nonzero amount independent of h and fails
-//! by a factor near 2^200. The 2 comes from the convergence order, not from
-//! a tolerance on the values.
+//! an alarm, and it is accounted for exactly, not by a tolerance.
+//!
+//! On a step where no decision changes (above), F equals F_S, the same
+//! formula with the selection and the clamp side held fixed, and both
+//! quotients and A are those of F_S. F_S is analytic on every disk of radius
+//! r < pi around x (see the step), so D(h) - A = sum_m c_m h^2m with
+//! |c_m| <= M_r / r^(2m+1) (Cauchy). With c_m the first
+//! nonzero coefficient, the left side is |c_m| h^2m / 4^m and the right
+//! 2 (1 - 4^-m) |c_m| h^2m, 2 (4^m - 1) >= 6 times larger; the terms after
+//! it are smaller by (h / r)^2, some 2^-198, relative to their Cauchy bound,
+//! so only a leading coefficient about 2^-190 below its own Cauchy bound
+//! could let them reach the margin. Where F is linear in x_te (every c_m
+//! zero, an unchosen expert without a loss) both quotients equal A. A wrong
+//! derivative is off by an amount that does not shrink with h and fails by
+//! a factor near 2^200. The 2 comes from the convergence order, not from a
+//! tolerance on the values. What the check cannot see is an association
+//! (the order of a product or a sum): exactly, every association is the
+//! same number; that is the profile oracle's and conformance's business.
 
 use super::{with_precision, Exact};
 use crate::case::router::{RouterCase, RouterError};
@@ -138,7 +150,18 @@ impl Iv {
             _ => Iv::nan(),
         }
     }
+    fn nonnegative(&self) -> bool {
+        self.lo >= 0
+    }
     fn mul(&self, y: &Iv) -> Iv {
+        if self.nonnegative() && y.nonnegative() {
+            // Increasing in both: the common case (scores, frequencies), in
+            // two roundings instead of eight.
+            return Iv {
+                lo: Float::with_val_round(FD_PREC, &self.lo * &y.lo, Round::Down).0,
+                hi: Float::with_val_round(FD_PREC, &self.hi * &y.hi, Round::Up).0,
+            };
+        }
         self.corners(y, |a, b, r| Float::with_val_round(FD_PREC, a * b, r).0)
     }
     /// Only by an interval that excludes zero (else NaN: no enclosure).
@@ -146,6 +169,13 @@ impl Iv {
         let zero = Float::new(FD_PREC);
         if !(y.lo > zero || y.hi < zero) {
             return Iv::nan();
+        }
+        if self.nonnegative() && y.lo > zero {
+            // Increasing in the dividend, decreasing in the divisor.
+            return Iv {
+                lo: Float::with_val_round(FD_PREC, &self.lo / &y.hi, Round::Down).0,
+                hi: Float::with_val_round(FD_PREC, &self.hi / &y.lo, Round::Up).0,
+            };
         }
         self.corners(y, |a, b, r| Float::with_val_round(FD_PREC, a / b, r).0)
     }
@@ -318,8 +348,10 @@ impl Row {
             acc = acc.add(&Iv::of(case.gw[t * case.k + j]).mul(&w));
         }
         if let Some((g, f, d)) = loss {
-            let raw = self.s.iter().zip(f).fold(Iv::of(0.0), |acc, (s, f_e)| acc.add(&f_e.mul(&s.div(d))));
-            acc = acc.add(&g.mul(&raw));
+            // Row t's part of raw, sum_e f_e * s_te / d_t, as (sum_e f_e s_te) / d_t:
+            // the same real number, in fewer operations.
+            let weighted = self.s.iter().zip(f).fold(Iv::of(0.0), |acc, (s, f_e)| acc.add(&f_e.mul(s)));
+            acc = acc.add(&g.mul(&weighted.div(d)));
         }
         acc
     }
