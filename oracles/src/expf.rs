@@ -23,6 +23,16 @@ pub fn exp_f32(x: f32) -> f32 {
     if x.is_infinite() {
         return if x > 0.0 { f32::INFINITY } else { 0.0 };
     }
+    // Far outside f32's range the answer is known, and MPFR's own exponent
+    // range (2^(2^30)) would overflow before Ziv's loop could settle: e^128
+    // > 2^184 rounds to +inf; e^-200 < 2^-288, below half the smallest
+    // subnormal (2^-150), rounds to +0.0.
+    if x > 128.0 {
+        return f32::INFINITY;
+    }
+    if x < -200.0 {
+        return 0.0;
+    }
     let mut prec = 64u32;
     loop {
         // x has 24 significant bits: exact at precision 24. MPFR's exp is
@@ -67,6 +77,11 @@ mod tests {
         assert!(sub > 0.0 && !sub.is_normal());
         assert_eq!(exp_f32(-103.0).to_bits(), 1);
         assert_eq!(exp_f32(-104.0).to_bits(), 0);
+        // Beyond MPFR's exponent range too (e^1e30 overflows MPFR itself).
+        assert_eq!(exp_f32(1e30), f32::INFINITY);
+        assert_eq!(exp_f32(-1e30).to_bits(), 0);
+        assert_eq!(exp_f32(f32::MAX), f32::INFINITY);
+        assert_eq!(exp_f32(f32::MIN).to_bits(), 0);
         // e^1 = 2.71828182845904523536...: nearest f32 is 0x402df854.
         assert_eq!(exp_f32(1.0).to_bits(), 0x402d_f854);
     }

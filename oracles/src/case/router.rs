@@ -215,7 +215,8 @@ mod tests {
     #[test]
     fn validation_catches_every_rule() {
         assert_eq!(case().validate(), Ok(()));
-        let bad: Vec<(fn(&mut RouterCase), &str)> = vec![
+        type Mutation = (fn(&mut RouterCase), &'static str);
+        let bad: Vec<Mutation> = vec![
             (|c| c.t = 0, "T"),
             (|c| c.logits.pop().map(|_| ()).unwrap_or(()), "logits"),
             (|c| c.bias[3] = f32::NAN, "bias"),

@@ -7,8 +7,9 @@
 //! every operation on it rounded upward) on its distance from the real-number
 //! value. Each MPFR operation is correctly rounded to nearest; when MPFR
 //! reports it exact (the ternary value), it adds no error, otherwise at most
-//! 2^-p |z|. MPFR's exponent range is unbounded for our purposes, so there is
-//! no overflow and no underflow term.
+//! 2^-p |z|. MPFR's exponent range (2^-(2^30) to 2^(2^30)) is unbounded for
+//! products and quotients of f32-sized values, so there is no overflow and no
+//! underflow term; only exp can leave it (see [`Exact`]'s `exp`).
 //!
 //! p starts at 128: every product of two f32 (48 bits) is then exact, every
 //! sum of f32 inputs within a row is exact unless its terms span more than
@@ -22,6 +23,7 @@
 //! reached through inexact quotients) is reported as such, never guessed.
 
 pub mod reference;
+pub mod router;
 pub mod seqwise_loss;
 
 use crate::num::{add_up, mul_up, Num};
@@ -133,8 +135,17 @@ impl Num for Exact {
     /// e^0, e^-inf, e^inf); the input's error propagates as in
     /// [`crate::num::Bounded`]'s exp: exp(v + e_v) e_v, evaluated in f64 and
     /// scaled up by 1 + 2^-50.
+    ///
+    /// exp is the one operation on f32-sized inputs that can leave MPFR's
+    /// exponent range (|v| > 2^30 ln 2, about 7.4e8: the router's sigmoid of
+    /// a huge logit). Then MPFR returns +inf or +0 for a finite positive
+    /// value: an overflow has no finite bound; an underflow's value lies
+    /// below 2^-(2^30), so the smallest positive f64 bounds its error.
     fn exp(&self) -> Self {
         let (v, dir) = Float::with_val_round(prec(), self.v.exp_ref(), Round::Nearest);
+        if self.v.is_finite() && v.is_infinite() {
+            return Exact { v, err: f64::INFINITY };
+        }
         let prop = if self.err == 0.0 {
             0.0
         } else if !self.err.is_finite() {
@@ -143,6 +154,9 @@ impl Num for Exact {
             let top = add_up(self.v.to_f64_round(Round::Up), self.err).exp();
             mul_up(mul_up(top, 1.0 + 2f64.powi(-50)), self.err)
         };
+        if self.v.is_finite() && v.is_zero() {
+            return Exact { v, err: add_up(prop, f64::from_bits(1)) };
+        }
         Exact::from_op(v, dir, prop)
     }
     fn cmp_f32(&self, c: f32) -> Option<Ordering> {

@@ -6,6 +6,7 @@
 //! The testing half (generators, shrinking, subjects, planted bugs) lives in
 //! the main crate and builds on this trait.
 
+pub mod router;
 pub mod seqwise_loss;
 
 use crate::num::Num;

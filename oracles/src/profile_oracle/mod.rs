@@ -3,4 +3,5 @@
 //! [`crate::num::Bounded`] it also yields the profile's rigorous error bound,
 //! on [`crate::mpfr::Exact`] the exact value.
 
+pub mod router;
 pub mod seqwise_loss;
