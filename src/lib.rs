@@ -3,7 +3,9 @@
 //! A case is generated once ([`gen`]), every [`subject`] computes on it, every
 //! property ([`props`]) judges the outputs against the oracles of the
 //! [`oracles`] crate; the [`runner`] shrinks failures and keeps them, as
-//! values, in the [`corpus`]. Each op plugs in through its [`harness`].
+//! values, in the [`corpus`]. Each op plugs in through its [`harness`]; its
+//! kernel [`model`] (the op written a second time) and its [`planted`] bugs
+//! are subjects like any other.
 
 pub mod corpus;
 pub mod fsio;
@@ -12,6 +14,8 @@ pub mod gen;
 pub mod harness;
 pub mod import;
 pub mod knobs;
+pub mod model;
+pub mod planted;
 pub mod props;
 pub mod report;
 pub mod runner;
