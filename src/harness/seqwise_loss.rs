@@ -4,9 +4,11 @@
 use super::{Harness, Metamorphic, Planted, Transform};
 use crate::gen::seqwise_loss as gen;
 use crate::gen::GenConfig;
-use crate::subject::SubjectRef;
+use crate::model::SeqwiseModel;
+use crate::planted::seqwise_loss::SeqwiseBug;
+use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef};
 use oracles::case::hexf;
-use oracles::case::seqwise_loss::{Layout, Objective, SeqwiseCase};
+use oracles::case::seqwise_loss::{Layout, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::profile::seqwise_loss::SeqwiseProfile;
 use proptest::test_runner::TestRng;
@@ -102,7 +104,7 @@ impl Harness for SeqwiseLoss {
     }
 
     fn model(profile: &SeqwiseProfile) -> SubjectRef<Self> {
-        Arc::new(crate::subject::planted::KernelModel::new(profile.clone()))
+        Arc::new(SeqwiseModel::new(profile.clone()))
     }
 
     fn device() -> Result<SubjectRef<Self>, String> {
@@ -110,11 +112,31 @@ impl Harness for SeqwiseLoss {
     }
 
     fn planted() -> Vec<Planted<Self>> {
-        use crate::subject::planted::{Bug, KernelModel};
-        Bug::ALL
+        SeqwiseBug::ALL
             .into_iter()
-            .map(|b| Planted { name: b.name(), description: b.describe(), subject: Arc::new(KernelModel::planted(b)) })
+            .map(|b| Planted { name: b.name(), description: b.describe(), subject: Arc::new(SeqwiseModel::planted(b)) })
             .collect()
+    }
+}
+
+impl Subject<SeqwiseLoss> for SeqwiseModel {
+    fn name(&self) -> String {
+        match self.bug {
+            None => format!("model:{}", self.profile.name),
+            Some(b) => format!("bug:{}", b.name()),
+        }
+    }
+    fn profile(&self) -> Option<SeqwiseProfile> {
+        Some(self.profile.clone())
+    }
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Model
+    }
+    fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError> {
+        SeqwiseModel::forward(self, case).map_err(model_error)
+    }
+    fn backward(&self, case: &SeqwiseCase) -> Result<SeqwiseBackward<f32>, SubjectError> {
+        SeqwiseModel::backward(self, case).map_err(model_error)
     }
 }
 

@@ -2,7 +2,6 @@
 //! a planted bug, a CUDA kernel: the properties judge them all the same way.
 
 pub mod cuda;
-pub mod planted;
 
 use oracles::op::{self, Op};
 use std::fmt;
@@ -77,6 +76,15 @@ impl<O: Op> Subject<O> for ProfileOracle<O> {
     fn backward(&self, case: &O::Case) -> Result<O::Bwd<f32>, SubjectError> {
         O::validate(case).map_err(invalid)?;
         op::backward::<O>(case, &self.0).map_err(invalid)
+    }
+}
+
+/// A kernel model's refusal as a subject's: an invalid case stays invalid; a
+/// profile the model does not implement makes it unavailable for the case.
+pub fn model_error(e: crate::model::ModelError) -> SubjectError {
+    match e {
+        crate::model::ModelError::Invalid(m) => SubjectError::Invalid(m),
+        crate::model::ModelError::Unsupported(m) => SubjectError::Unavailable(m),
     }
 }
 
