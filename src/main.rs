@@ -38,51 +38,55 @@ struct Cli {
     command: Command,
 }
 
+/// `bitparity check`'s arguments.
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// The op (repeatable; every op when omitted).
+    #[arg(long)]
+    op: Vec<String>,
+    /// Subjects: all (default: every available one), cuda, bugs,
+    /// oracle:<profile>, model:<profile>, bug:<name>. Repeatable.
+    #[arg(long)]
+    subject: Vec<String>,
+    /// Properties to run (default: all). Repeatable.
+    #[arg(long, value_enum)]
+    property: Vec<Property>,
+    /// Cases per op (default $BITPARITY_CASES, else 1000 unless --seconds).
+    #[arg(long)]
+    cases: Option<u64>,
+    /// Time budget in seconds, shared by the ops (with --cases, whichever
+    /// ends first).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Seed of the case generator (default $BITPARITY_SEED, else random, printed).
+    #[arg(long)]
+    seed: Option<String>,
+    /// Run only case N of the seed (a failure's reproduce command).
+    #[arg(long, value_name = "N")]
+    case: Option<u64>,
+    /// Write the summary as JSON here (`-`: stdout; the table then goes
+    /// to stderr).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the summary as Markdown here (the nightly report).
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// The corpus new failures are saved to (default regressions/; failures
+    /// of planted bugs are saved only when this is given).
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Do not save failures anywhere (they are still shrunk and printed).
+    #[arg(long)]
+    no_save: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the properties on generated adversarial cases and print a table.
-    Check {
-        /// The op (repeatable; every op when omitted).
-        #[arg(long)]
-        op: Vec<String>,
-        /// Subjects: all (default: every available one), cuda, bugs,
-        /// oracle:<profile>, model:<profile>, bug:<name>. Repeatable.
-        #[arg(long)]
-        subject: Vec<String>,
-        /// Properties to run (default: all). Repeatable.
-        #[arg(long, value_enum)]
-        property: Vec<Property>,
-        /// Cases per op (default $BITPARITY_CASES, else 1000 unless --seconds).
-        #[arg(long)]
-        cases: Option<u64>,
-        /// Time budget in seconds, shared by the ops (with --cases, whichever
-        /// ends first).
-        #[arg(long)]
-        seconds: Option<f64>,
-        /// Seed of the case generator (default $BITPARITY_SEED, else random, printed).
-        #[arg(long)]
-        seed: Option<String>,
-        /// Run only case N of the seed (a failure's reproduce command).
-        #[arg(long, value_name = "N")]
-        case: Option<u64>,
-        /// Write the summary as JSON here (`-`: stdout; the table then goes
-        /// to stderr).
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Write the summary as Markdown here (the nightly report).
-        #[arg(long)]
-        markdown: Option<PathBuf>,
-        /// The corpus new failures are saved to (default regressions/; failures
-        /// of planted bugs are saved only when this is given).
-        #[arg(long)]
-        corpus: Option<PathBuf>,
-        /// Do not save failures anywhere (they are still shrunk and printed).
-        #[arg(long)]
-        no_save: bool,
-        /// No progress bar.
-        #[arg(long)]
-        quiet: bool,
-    },
+    Check(CheckArgs),
     /// Replay the regression corpus, or one entry, against every available subject.
     Replay {
         /// A corpus folder, one op's folder, or one entry (default: regressions).
@@ -131,33 +135,7 @@ type Outcome = Result<u8, String>;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Check {
-            op,
-            subject,
-            property,
-            cases,
-            seconds,
-            seed,
-            case,
-            json,
-            markdown,
-            corpus,
-            no_save,
-            quiet,
-        } => cmd_check(CheckArgs {
-            op,
-            subject,
-            property,
-            cases,
-            seconds,
-            seed,
-            case,
-            json,
-            markdown,
-            corpus,
-            no_save,
-            quiet,
-        }),
+        Command::Check(args) => cmd_check(args),
         Command::Replay { path, op, subject } => cmd_replay(&path, op.as_deref(), subject.as_deref()),
         Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
@@ -199,21 +177,6 @@ fn selected_ops(names: &[String]) -> Result<Vec<&'static dyn DynOp>, String> {
         .iter()
         .map(|n| op_by_name(n).ok_or_else(|| format!("unknown op {n:?} (known: {})", known.join(", "))))
         .collect()
-}
-
-struct CheckArgs {
-    op: Vec<String>,
-    subject: Vec<String>,
-    property: Vec<Property>,
-    cases: Option<u64>,
-    seconds: Option<f64>,
-    seed: Option<String>,
-    case: Option<u64>,
-    json: Option<PathBuf>,
-    markdown: Option<PathBuf>,
-    corpus: Option<PathBuf>,
-    no_save: bool,
-    quiet: bool,
 }
 
 fn cmd_check(a: CheckArgs) -> Outcome {

@@ -6,16 +6,14 @@
 //! a case exercises is read off its values by [`classify`], not taken from
 //! how it was made, so a shrunk or imported case is tagged truthfully too.
 //!
-//! [`SeqwiseStrategy`] is a proptest `Strategy`; its `ValueTree` shrinks with
-//! [`shrink_candidates`]: drop rows, drop experts (k and the map kept
+//! [`crate::shrink::CaseStrategy`] is its proptest `Strategy`; its
+//! `ValueTree` shrinks with [`shrink_candidates`]: drop rows, drop experts (k and the map kept
 //! consistent), drop padding and layout, simplify values toward 0, 1 and
 //! short binary fractions.
 
 use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS, MAX_OFFSET};
 use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_LANES, GPU_TOKEN_CHUNK};
 use proptest::prelude::{Rng, RngExt};
-use proptest::strategy::{Strategy, ValueTree};
-use proptest::test_runner::TestRunner;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -613,81 +611,10 @@ fn keep_experts(case: &SeqwiseCase, experts: &[usize]) -> SeqwiseCase {
     c
 }
 
-/// Greedy shrinking: repeatedly take the first candidate that still fails,
-/// until none does or `budget` candidates were tried.
-pub fn shrink(case: &SeqwiseCase, mut fails: impl FnMut(&SeqwiseCase) -> bool, budget: usize) -> SeqwiseCase {
-    let mut current = case.clone();
-    let mut tried = 0;
-    'outer: loop {
-        for cand in shrink_candidates(&current) {
-            if tried >= budget {
-                break 'outer;
-            }
-            tried += 1;
-            if fails(&cand) {
-                current = cand;
-                continue 'outer;
-            }
-        }
-        break;
-    }
-    current
-}
-
-/// A proptest strategy for adversarial cases.
-#[derive(Clone, Debug, Default)]
-pub struct SeqwiseStrategy(pub GenConfig);
-
-impl Strategy for SeqwiseStrategy {
-    type Tree = SeqwiseTree;
-    type Value = SeqwiseCase;
-    fn new_tree(&self, runner: &mut TestRunner) -> proptest::strategy::NewTree<Self> {
-        Ok(SeqwiseTree::new(generate(runner.rng(), &self.0)))
-    }
-}
-
-/// The value tree: the last case known to fail, and the candidates of
-/// [`shrink_candidates`] left to try from it.
-pub struct SeqwiseTree {
-    current: SeqwiseCase,
-    candidates: std::vec::IntoIter<SeqwiseCase>,
-    trial: Option<SeqwiseCase>,
-}
-
-impl SeqwiseTree {
-    pub fn new(case: SeqwiseCase) -> Self {
-        let candidates = shrink_candidates(&case).into_iter();
-        SeqwiseTree { current: case, candidates, trial: None }
-    }
-    fn next_trial(&mut self) -> bool {
-        self.trial = self.candidates.next();
-        self.trial.is_some()
-    }
-}
-
-impl ValueTree for SeqwiseTree {
-    type Value = SeqwiseCase;
-    fn current(&self) -> SeqwiseCase {
-        self.trial.clone().unwrap_or_else(|| self.current.clone())
-    }
-    fn simplify(&mut self) -> bool {
-        // The last trial still failed: it becomes the case to shrink from.
-        if let Some(t) = self.trial.take() {
-            self.candidates = shrink_candidates(&t).into_iter();
-            self.current = t;
-        }
-        self.next_trial()
-    }
-    fn complicate(&mut self) -> bool {
-        // The last trial passed: drop it and try the next candidate.
-        self.next_trial()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
     #[test]
     fn generated_cases_are_valid() {
@@ -719,7 +646,8 @@ mod tests {
         // A property that fails whenever a row holds a value > 0.7: the
         // minimal failing case is 1 x 1 with the value 1.0.
         let mut runner = TestRunner::new(Config { failure_persistence: None, ..Config::default() });
-        let r = runner.run(&SeqwiseStrategy::default(), |c| {
+        let strategy = crate::shrink::CaseStrategy::<oracles::op::seqwise_loss::SeqwiseLoss>::new(GenConfig::default());
+        let r = runner.run(&strategy, |c| {
             proptest::prop_assert!(c.scores.iter().all(|&x| x.is_nan() || x <= 0.7));
             Ok(())
         });
