@@ -13,8 +13,9 @@
 //! guard. The kernels are compiled once per process; the device is opened
 //! once per process.
 //!
-//! All unsafe code of bitparity lives in this module; every block says why it
-//! is sound.
+//! All unsafe code of bitparity lives in this module and its sibling
+//! `cuda_router` (the router's launches, on the same context and NVRTC
+//! helpers); every block says why it is sound.
 
 use super::{SeqwiseSubject, SubjectError};
 use cudarc::driver::{
@@ -36,12 +37,16 @@ pub struct KernelSource {
 }
 
 /// Every kernel source compiled by NVRTC (the CI compile test walks this).
-pub const KERNELS: &[KernelSource] =
-    &[KernelSource { name: "seqwise_loss.cu", text: include_str!("../../kernels/seqwise_loss.cu") }];
+pub const KERNELS: &[KernelSource] = &[
+    KernelSource { name: "seqwise_loss.cu", text: include_str!("../../kernels/seqwise_loss.cu") },
+    KernelSource { name: "router.cu", text: include_str!("../../kernels/router.cu") },
+];
 
 /// The shared headers, handed to NVRTC by name (`#include "common.cuh"`).
-pub const HEADERS: &[KernelSource] =
-    &[KernelSource { name: "common.cuh", text: include_str!("../../kernels/common.cuh") }];
+pub const HEADERS: &[KernelSource] = &[
+    KernelSource { name: "common.cuh", text: include_str!("../../kernels/common.cuh") },
+    KernelSource { name: "expf.cuh", text: include_str!("../../kernels/expf.cuh") },
+];
 
 /// The architecture the CI compile test targets (the H200 is sm_90).
 pub const CI_ARCH: &str = "sm_90";
@@ -99,13 +104,13 @@ pub fn compile(kernel: &KernelSource, arch: &str) -> Result<CompiledKernel, Stri
 /// (whitespace-separated, default none): only `-D` macro definitions of the
 /// kernels' launch-shape knobs are accepted, so the profile's options cannot
 /// be overridden.
-fn extra_options() -> Vec<String> {
+pub(crate) fn extra_options() -> Vec<String> {
     std::env::var("BITPARITY_NVRTC_EXTRA")
         .map(|s| s.split_whitespace().filter(|o| o.starts_with("-DBP_")).map(String::from).collect())
         .unwrap_or_default()
 }
 
-fn compile_with(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, String> {
+pub(crate) fn compile_with(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, String> {
     nvrtc_version()?;
     guarded(|| compile_loaded(kernel, arch, extra))?
 }
@@ -169,7 +174,7 @@ fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result
 
 /// Runs `f`, turning a panic inside cudarc (a missing symbol, say) into an
 /// error instead of unwinding through the caller.
-fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
         let msg = p
             .downcast_ref::<String>()
@@ -180,7 +185,7 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-fn dev_err(what: &str) -> impl Fn(DriverError) -> SubjectError + '_ {
+pub(crate) fn dev_err(what: &str) -> impl Fn(DriverError) -> SubjectError + '_ {
     move |e| SubjectError::Device(format!("{what}: {e}"))
 }
 
@@ -197,7 +202,7 @@ pub struct DeviceInfo {
 }
 
 /// Elements per lane the kernels are instantiated for (32 * V >= E).
-const LANE_WIDTHS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+pub(crate) const LANE_WIDTHS: [usize; 6] = [1, 2, 4, 8, 16, 32];
 /// The largest E the kernels take: 32 lanes x 32 registers.
 pub const MAX_EXPERTS: usize = 1024;
 
@@ -241,7 +246,15 @@ pub fn probe() -> Result<CudaSeqwise, String> {
     DEVICE.get_or_init(|| guarded(open_device).and_then(|r| r)).clone().map(|dev| CudaSeqwise { dev })
 }
 
-fn open_device() -> Result<Arc<Device>, String> {
+/// The GPU (ordinal `BITPARITY_CUDA_DEVICE`, default 0) and what the probe
+/// found, opened once per process and shared by every CUDA subject
+/// (seqwise_loss here, router in `cuda_router`).
+pub(crate) fn shared_context() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
+    static CONTEXT: OnceLock<Result<(Arc<CudaContext>, DeviceInfo), String>> = OnceLock::new();
+    CONTEXT.get_or_init(|| guarded(open_context).and_then(|r| r)).clone()
+}
+
+fn open_context() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
     // SAFETY: only dlopen of the driver library names; no symbol is called.
     if !unsafe { cu::is_culib_present() } {
         return Err("no NVIDIA driver: libcuda.so could not be loaded".into());
@@ -270,6 +283,20 @@ fn open_device() -> Result<Arc<Device>, String> {
     unsafe { cu::cuDriverGetVersion(&mut driver_cuda_version) }
         .result()
         .map_err(|e| format!("cuDriverGetVersion: {e}"))?;
+    let info = DeviceInfo {
+        name,
+        ordinal,
+        compute_capability: (major, minor),
+        driver_cuda_version,
+        nvrtc_version,
+        multiprocessors,
+    };
+    Ok((ctx, info))
+}
+
+fn open_device() -> Result<Arc<Device>, String> {
+    let (ctx, info) = shared_context()?;
+    let (major, minor) = info.compute_capability;
     let arch = format!("sm_{major}{minor}");
     let compiled = compile_with(&KERNELS[0], &arch, &extra_options())?;
     let module =
@@ -291,14 +318,6 @@ fn open_device() -> Result<Arc<Device>, String> {
         .map_err(|e| format!("shared memory of seqwise_fwd_chunk: {e}"))?;
     }
     let stream = ctx.default_stream();
-    let info = DeviceInfo {
-        name,
-        ordinal,
-        compute_capability: (major, minor),
-        driver_cuda_version,
-        nvrtc_version,
-        multiprocessors,
-    };
     Ok(Arc::new(Device { ctx, stream, kernels, info }))
 }
 
@@ -332,7 +351,7 @@ pub struct DeviceCase {
     grad: CudaSlice<f32>,
 }
 
-fn as_i32(x: usize, what: &str) -> Result<i32, SubjectError> {
+pub(crate) fn as_i32(x: usize, what: &str) -> Result<i32, SubjectError> {
     i32::try_from(x).map_err(|_| SubjectError::Unavailable(format!("{what} = {x} exceeds the kernels' i32 range")))
 }
 
@@ -397,26 +416,9 @@ impl CudaSeqwise {
         &self,
         warmup: usize,
         iters: usize,
-        mut f: impl FnMut() -> Result<(), SubjectError>,
+        f: impl FnMut() -> Result<(), SubjectError>,
     ) -> Result<Vec<f64>, SubjectError> {
-        let ctx = &self.dev.ctx;
-        let s = &self.dev.stream;
-        let ev = || ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev_err("event"));
-        for _ in 0..warmup {
-            f()?;
-        }
-        s.synchronize().map_err(dev_err("warm-up"))?;
-        let mut out = Vec::with_capacity(iters);
-        let (start, end) = (ev()?, ev()?);
-        for _ in 0..iters {
-            start.record(s).map_err(dev_err("event record"))?;
-            f()?;
-            end.record(s).map_err(dev_err("event record"))?;
-            let ms = start.elapsed_ms(&end).map_err(dev_err("event elapsed"))?;
-            out.push(ms as f64 * 1000.0);
-        }
-        ctx.check_err().map_err(dev_err("timing"))?;
-        Ok(out)
+        time_events(&self.dev.ctx, &self.dev.stream, warmup, iters, f)
     }
 
     /// Measured device-to-device copy bandwidth in bytes per second (bytes
@@ -431,6 +433,34 @@ impl CudaSeqwise {
         let med = times[times.len() / 2];
         Ok((2 * n * 4) as f64 / (med * 1e-6))
     }
+}
+
+/// Times `f` (which enqueues GPU work on `s`) with CUDA events: `warmup`
+/// untimed calls, then `iters` timed ones; returns each timed call's
+/// microseconds.
+pub(crate) fn time_events(
+    ctx: &Arc<CudaContext>,
+    s: &Arc<CudaStream>,
+    warmup: usize,
+    iters: usize,
+    mut f: impl FnMut() -> Result<(), SubjectError>,
+) -> Result<Vec<f64>, SubjectError> {
+    let ev = || ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev_err("event"));
+    for _ in 0..warmup {
+        f()?;
+    }
+    s.synchronize().map_err(dev_err("warm-up"))?;
+    let mut out = Vec::with_capacity(iters);
+    let (start, end) = (ev()?, ev()?);
+    for _ in 0..iters {
+        start.record(s).map_err(dev_err("event record"))?;
+        f()?;
+        end.record(s).map_err(dev_err("event record"))?;
+        let ms = start.elapsed_ms(&end).map_err(dev_err("event elapsed"))?;
+        out.push(ms as f64 * 1000.0);
+    }
+    ctx.check_err().map_err(dev_err("timing"))?;
+    Ok(out)
 }
 
 impl DeviceCase {

@@ -1,6 +1,7 @@
 //! Subjects: anything that computes an op. The profile oracle, a planted bug,
 //! a CUDA kernel: the properties judge them all the same way.
 
+use oracles::case::router::RouterError;
 use oracles::case::seqwise_loss::{SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
 use oracles::profile::seqwise_loss::SeqwiseProfile;
 use thiserror::Error;
@@ -11,6 +12,9 @@ pub enum SubjectError {
     /// The case is invalid: the subject must refuse it (fail closed).
     #[error("invalid input: {0}")]
     Invalid(#[from] SeqwiseError),
+    /// A `router` case is invalid: the subject must refuse it (fail closed).
+    #[error("invalid input: {0}")]
+    InvalidRouter(#[from] RouterError),
     /// The subject cannot run here (no GPU, no driver, no NVRTC).
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -51,6 +55,7 @@ impl SeqwiseSubject for ProfileOracle {
 }
 
 pub mod cuda;
+pub mod cuda_router;
 pub mod planted;
 
 use std::sync::Arc;
