@@ -611,8 +611,8 @@ __device__ __forceinline__ void bwd(const BwdArgs& a) {
 }  // namespace router
 }  // namespace bp
 
-#define BP_ROUTER_INSTANTIATE(V)                                                                            \
-    extern "C" __global__ void __launch_bounds__(BP_ROUTER_THREADS) router_fwd_v##V(                        \
+#define BP_ROUTER_INSTANTIATE(V, FWD_MIN_BLOCKS)                                                            \
+    extern "C" __global__ void __launch_bounds__(BP_ROUTER_THREADS, FWD_MIN_BLOCKS) router_fwd_v##V(        \
         const float* __restrict__ logits, int offset, long long stride, int T, int E,                       \
         const float* __restrict__ bias, int G, int L, int k, float route_scale, int route_norm,             \
         const unsigned char* __restrict__ padding, unsigned* __restrict__ ids, float* __restrict__ weights, \
@@ -631,12 +631,17 @@ __device__ __forceinline__ void bwd(const BwdArgs& a) {
         bp::router::bwd<V>(a);                                                                              \
     }
 
-BP_ROUTER_INSTANTIATE(1)
-BP_ROUTER_INSTANTIATE(2)
-BP_ROUTER_INSTANTIATE(4)
-BP_ROUTER_INSTANTIATE(8)
-BP_ROUTER_INSTANTIATE(16)
-BP_ROUTER_INSTANTIATE(32)
+// The forward's residency target per V (blocks of 256 threads per SM), which
+// is its register budget: what ptxas needs without spilling, rounded to a
+// whole number of resident blocks. V = 8 (E = 256): 4 blocks (64 registers)
+// hold T = 4096 tokens in one wave on 132 SMs. V = 32 needs about 164
+// registers: left to its default, ptxas caps it at 128 and spills 128 bytes.
+BP_ROUTER_INSTANTIATE(1, 6)
+BP_ROUTER_INSTANTIATE(2, 6)
+BP_ROUTER_INSTANTIATE(4, 5)
+BP_ROUTER_INSTANTIATE(8, 4)
+BP_ROUTER_INSTANTIATE(16, 2)
+BP_ROUTER_INSTANTIATE(32, 1)
 
 // f_e for every expert, from the forward's counts (see the header). C is the
 // exact integer sum (per-thread partials, warp reductions, then the warp sums
