@@ -203,6 +203,9 @@ pub struct DeviceRouterCase {
 /// bytes of dynamic shared memory, over all multiprocessors: the token
 /// kernels' grid never needs more (their warps loop over the tokens).
 fn resident_blocks(dev: &RouterDevice, f: &CudaFunction, smem: usize, what: &str) -> Result<u32, SubjectError> {
+    // The occupancy query is a plain driver call: make the context current on
+    // this thread (a rayon worker, say) first.
+    dev.ctx.bind_to_thread().map_err(dev_err(what))?;
     let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(THREADS, smem, None).map_err(dev_err(what))?;
     if per_sm == 0 {
         return Err(SubjectError::Unavailable(format!(
