@@ -7,7 +7,7 @@ use super::nvrtc::{self, guarded};
 use super::KernelId;
 use crate::knobs;
 use crate::subject::SubjectError;
-use cudarc::driver::{sys as cu, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError};
+use cudarc::driver::{sys as cu, CudaContext, CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -72,7 +72,16 @@ fn open() -> Result<Arc<Device>, String> {
     unsafe { cu::cuDriverGetVersion(&mut driver_cuda_version) }
         .result()
         .map_err(|e| format!("cuDriverGetVersion: {e}"))?;
-    let stream = ctx.default_stream();
+    // One stream of our own (the legacy default stream cannot be captured
+    // into a CUDA graph, which the speed benches replay). Every buffer of
+    // bitparity is allocated, used and freed on this one stream, in stream
+    // order, so cudarc's cross-stream event tracking has nothing to guard and
+    // only costs an event per use: it is turned off before any buffer exists.
+    // SAFETY: disable_event_tracking is sound when no CudaSlice is shared
+    // between streams (module docs of cudarc); this process creates exactly
+    // one stream (here) and no buffer exists yet.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().map_err(|e| format!("creating a CUDA stream: {e}"))?;
     let info = DeviceInfo {
         name,
         ordinal,
@@ -136,6 +145,19 @@ impl Device {
         }
         self.ctx.check_err().map_err(dev_err("timing"))?;
         Ok(out)
+    }
+
+    /// Captures what `f` enqueues on this device's stream into a CUDA graph
+    /// (nothing runs while capturing); replay it with `CudaGraph::launch`.
+    pub fn capture(&self, f: impl FnOnce() -> Result<(), SubjectError>) -> Result<CudaGraph, SubjectError> {
+        self.stream
+            .begin_capture(cu::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(dev_err("begin capture"))?;
+        let enqueued = f();
+        // End the capture whatever happened, so the stream is usable again.
+        let graph = self.stream.end_capture(cu::CUgraphInstantiate_flags(0)).map_err(dev_err("end capture"));
+        enqueued?;
+        graph?.ok_or_else(|| SubjectError::Device("the capture recorded no work".into()))
     }
 
     /// Measured device-to-device copy bandwidth in bytes per second (bytes

@@ -1,7 +1,7 @@
 //! The CUDA subjects: `kernels/*.cu`, compiled at run time by NVRTC and run
 //! through cudarc's driver API. Three layers, as cudarc has: [`nvrtc`] (the
 //! compiler), [`device`] (the GPU, its modules and timing), and one file per
-//! op for its launches ([`seqwise_loss`]).
+//! op for its launches ([`seqwise_loss`], [`router`]).
 //!
 //! Fail closed at every step: a machine without the driver, without a GPU,
 //! without NVRTC, or whose kernels do not compile gets an explicit reason
@@ -18,6 +18,7 @@
 
 pub mod device;
 pub mod nvrtc;
+pub mod router;
 pub mod seqwise_loss;
 
 pub use device::{device, Device, DeviceInfo};
@@ -36,23 +37,32 @@ pub struct KernelSource {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KernelId {
     SeqwiseLoss,
+    Router,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 1] = [KernelId::SeqwiseLoss];
+    pub const ALL: [KernelId; 2] = [KernelId::SeqwiseLoss, KernelId::Router];
 
     pub fn source(self) -> KernelSource {
         match self {
             KernelId::SeqwiseLoss => {
                 KernelSource { name: "seqwise_loss.cu", text: include_str!("../../../kernels/seqwise_loss.cu") }
             }
+            KernelId::Router => KernelSource { name: "router.cu", text: include_str!("../../../kernels/router.cu") },
         }
     }
 }
 
 /// The shared headers, handed to NVRTC by name (`#include "common.cuh"`).
-pub const HEADERS: &[KernelSource] =
-    &[KernelSource { name: "common.cuh", text: include_str!("../../../kernels/common.cuh") }];
+pub const HEADERS: &[KernelSource] = &[
+    KernelSource { name: "common.cuh", text: include_str!("../../../kernels/common.cuh") },
+    KernelSource { name: "expf.cuh", text: include_str!("../../../kernels/expf.cuh") },
+];
+
+/// Values per lane the kernels are instantiated for (V: 32 V >= E).
+pub(crate) const LANE_WIDTHS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+/// The largest E any kernel takes: 32 lanes x 32 values in registers.
+pub const MAX_EXPERTS: usize = 1024;
 
 /// The poison laid between rows and before the first one: a NaN with a
 /// recognisable payload, so a kernel that reads a gap corrupts its output.

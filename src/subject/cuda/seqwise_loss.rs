@@ -2,18 +2,13 @@
 //! the `cuda` subject of `seqwise_loss`.
 
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
-use super::{KernelId, GAP_POISON};
+use super::{KernelId, GAP_POISON, LANE_WIDTHS, MAX_EXPERTS};
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
 use cudarc::driver::{sys as cu, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::profile::seqwise_loss::SeqwiseProfile;
 use std::sync::{Arc, OnceLock};
-
-/// Elements per lane the kernels are instantiated for (32 * V >= E).
-const LANE_WIDTHS: [usize; 6] = [1, 2, 4, 8, 16, 32];
-/// The largest E the kernels take: 32 lanes x 32 registers.
-pub const MAX_EXPERTS: usize = 1024;
 
 // Launch geometry. None of these changes a bit of the output (the profile's
 // constants, 32 lanes and 64-token chunks, are fixed inside the kernels).

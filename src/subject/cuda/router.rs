@@ -1,0 +1,797 @@
+//! The CUDA subject of `router` (SPEC section 4): `kernels/router.cu`,
+//! compiled at run time by NVRTC ([`super::nvrtc`]) on first use and run
+//! through cudarc's driver API on the process's one [`Device`], profile
+//! `warp32` ([`RouterProfile::gpu`]).
+//!
+//! Fail closed, as the seqwise subject: no driver, no GPU, no NVRTC, or a
+//! kernel that does not compile is an explicit reason ([`probe`] returns
+//! `Err(reason)`); an invalid case is [`SubjectError::Invalid`]; a valid
+//! case the kernels cannot take (E > 1024, a size past the kernels' i32
+//! arguments) is [`SubjectError::Unavailable`] with the reason ([`plan`]
+//! decides, without a GPU). Nothing panics, nothing falls back.
+//!
+//! Uploads, launches and read-backs are separate so that benches can time
+//! the kernels alone ([`CudaRouter::time_us`], CUDA events), and capture them
+//! in a CUDA graph: a launch only enqueues work (the counters' zeroing
+//! included), it never synchronises.
+
+use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
+use super::{KernelId, GAP_POISON, LANE_WIDTHS, MAX_EXPERTS};
+use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
+use cudarc::driver::{sys as cu, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use oracles::case::router::{FusedLoss, RouterBackward, RouterCase, RouterForward};
+use oracles::case::seqwise_loss::ClampTie;
+use oracles::op::router::Router;
+use oracles::profile::router::RouterProfile;
+use std::sync::{Arc, OnceLock};
+
+/// Threads per block of both token kernels (`BP_ROUTER_THREADS`): one warp
+/// per token, so this only decides how many tokens a block takes at once.
+const THREADS: u32 = 256;
+const WARPS: usize = THREADS as usize / 32;
+/// Threads of the one block of `router_freq`.
+const FREQ_THREADS: u32 = 1024;
+/// `BP_GROUP_SHIFT`: expert e's group is (e * ceil(2^20 / gs)) >> 20 (the
+/// tests check the kernel's constant and the identity).
+#[cfg(test)]
+const GROUP_SHIFT: u32 = 20;
+
+/// Dynamic shared memory of `router_fwd_v<V>`: E block counters, then per
+/// warp 2E words (keys and kept flags, reused for the chosen weights and
+/// ids) and 32 words of candidate scratch.
+pub fn fwd_shared_bytes(e: usize) -> usize {
+    (e + WARPS * (2 * e + 32)) * 4
+}
+
+/// Dynamic shared memory of `router_bwd_v<V>`: per warp E words of route
+/// gradients by expert and 32 words of chosen masks.
+pub fn bwd_shared_bytes(e: usize) -> usize {
+    WARPS * (e + 32) * 4
+}
+
+/// How the kernels take a valid case: which instantiation (V values per
+/// lane, 32 V >= E) and how much shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Index into [`LANE_WIDTHS`].
+    pub v_index: usize,
+    /// V, values per lane.
+    pub v: usize,
+    pub fwd_shared: usize,
+    pub bwd_shared: usize,
+}
+
+/// Validates `case` (SPEC section 4: [`RouterCase::validate`]) and decides
+/// whether the kernels take it: `Invalid` for an invalid case,
+/// `Unavailable` (with the reason) for a valid one beyond the kernels'
+/// limits. Needs no GPU.
+///
+/// Limits: E <= 1024, because a token's E values live in the registers of
+/// one warp (32 lanes x at most 32 values); and every size the kernels take
+/// as an i32 (T, E, k, G, L, the offset, T x E, T x k) within i32, the row
+/// stride within i64. Every G (up to E/2), L and k (up to E) that the SPEC
+/// allows is supported.
+pub fn plan(case: &RouterCase) -> Result<Plan, SubjectError> {
+    case.validate().map_err(invalid)?;
+    let (t, e) = (case.t, case.e);
+    if e > MAX_EXPERTS {
+        return Err(SubjectError::Unavailable(format!(
+            "E = {e}: the router's CUDA kernels take at most {MAX_EXPERTS} experts (one warp's registers per token)"
+        )));
+    }
+    for (what, x) in [
+        ("T", t),
+        ("E", e),
+        ("k", case.k),
+        ("G", case.groups),
+        ("L", case.topk_groups),
+        ("offset", case.layout.offset),
+        ("T x E", t.saturating_mul(e)),
+        ("T x k", t.saturating_mul(case.k)),
+    ] {
+        as_i32(x, what)?;
+    }
+    i64::try_from(case.layout.row_stride).map_err(|_| SubjectError::Unavailable("row stride exceeds i64".into()))?;
+    let v_index = LANE_WIDTHS
+        .iter()
+        .position(|&v| 32 * v >= e)
+        .ok_or_else(|| SubjectError::Unavailable(format!("E = {e}: no lane width holds it")))?;
+    Ok(Plan { v_index, v: LANE_WIDTHS[v_index], fwd_shared: fwd_shared_bytes(e), bwd_shared: bwd_shared_bytes(e) })
+}
+
+struct Kernels {
+    fwd: Vec<CudaFunction>,
+    bwd: Vec<CudaFunction>,
+    freq: CudaFunction,
+}
+
+/// The CUDA subject of `router`: profile `warp32` ([`RouterProfile::gpu`]).
+/// Cheap to clone (one device and one compilation per process).
+#[derive(Clone)]
+pub struct CudaRouter {
+    dev: Arc<Device>,
+    kernels: Arc<Kernels>,
+}
+
+/// Opens the GPU (shared with every op) and loads `kernels/router.cu`, once
+/// per process. `Err` is the reason the router's CUDA subject cannot run here
+/// (report its GPU suites as skipped with it); it does not disable another
+/// op's subject.
+pub fn probe() -> Result<CudaRouter, String> {
+    static SUBJECT: OnceLock<Result<CudaRouter, String>> = OnceLock::new();
+    SUBJECT.get_or_init(load).clone()
+}
+
+fn load() -> Result<CudaRouter, String> {
+    let dev = device()?;
+    let function = |n: &str| dev.function(KernelId::Router, n);
+    let kernels = Kernels {
+        fwd: LANE_WIDTHS.iter().map(|v| function(&format!("router_fwd_v{v}"))).collect::<Result<_, _>>()?,
+        bwd: LANE_WIDTHS.iter().map(|v| function(&format!("router_bwd_v{v}"))).collect::<Result<_, _>>()?,
+        freq: function("router_freq")?,
+    };
+    // Above 48 KiB a block's dynamic shared memory must be asked for (the
+    // forward needs 69 KiB at E = 1024).
+    for (fs, bytes, what) in [
+        (&kernels.fwd, fwd_shared_bytes(MAX_EXPERTS), "router_fwd"),
+        (&kernels.bwd, bwd_shared_bytes(MAX_EXPERTS), "router_bwd"),
+    ] {
+        for f in fs {
+            f.set_attribute(cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes as i32)
+                .map_err(|e| format!("shared memory of {what}: {e}"))?;
+        }
+    }
+    Ok(CudaRouter { dev, kernels: Arc::new(kernels) })
+}
+
+/// A router case on the GPU: its inputs, every output buffer, and the launch
+/// shapes; launches and read-backs are separate.
+pub struct DeviceRouterCase {
+    dev: Arc<Device>,
+    kernels: Arc<Kernels>,
+    t: usize,
+    e: usize,
+    k: usize,
+    plan: Plan,
+    groups: i32,
+    topk_groups: i32,
+    offset: i32,
+    stride: i64,
+    route_scale: f32,
+    route_norm: i32,
+    fused: i32,
+    inclusive: i32,
+    g: f32,
+    fwd_grid: u32,
+    bwd_grid: u32,
+    logits: CudaSlice<f32>,
+    bias: CudaSlice<f32>,
+    padding: CudaSlice<u8>,
+    gw: CudaSlice<f32>,
+    ids: CudaSlice<u32>,
+    weights: CudaSlice<f32>,
+    map: CudaSlice<u8>,
+    counts: CudaSlice<u32>,
+    scores: CudaSlice<f32>,
+    grad: CudaSlice<f32>,
+    freq: CudaSlice<f32>,
+    /// A forward was enqueued: the backward and router_freq read its outputs.
+    forward_enqueued: bool,
+}
+
+/// Blocks of `threads` that the device keeps resident for `f` with `smem`
+/// bytes of dynamic shared memory, over all multiprocessors: the token
+/// kernels' grid never needs more (their warps loop over the tokens).
+fn resident_blocks(dev: &Device, f: &CudaFunction, smem: usize, what: &str) -> Result<u32, SubjectError> {
+    // The occupancy query is a plain driver call: make the context current on
+    // this thread (a rayon worker, say) first.
+    dev.ctx.bind_to_thread().map_err(dev_err(what))?;
+    let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(THREADS, smem, None).map_err(dev_err(what))?;
+    if per_sm == 0 {
+        return Err(SubjectError::Unavailable(format!(
+            "{what}: a block of {THREADS} threads with {smem} bytes of shared memory does not fit on {}",
+            dev.info.name
+        )));
+    }
+    Ok(per_sm.saturating_mul(dev.info.multiprocessors.max(1) as u32))
+}
+
+impl CudaRouter {
+    pub fn info(&self) -> &DeviceInfo {
+        &self.dev.info
+    }
+
+    /// The device this subject runs on (timing, bandwidth, graphs).
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Validates `case` ([`plan`]) and uploads it: the logits as
+    /// `case.storage(GAP_POISON)` (the real offset and row stride, NaN in
+    /// every gap), the bias, the padding flags, gw; and allocates every
+    /// output.
+    pub fn upload(&self, case: &RouterCase) -> Result<DeviceRouterCase, SubjectError> {
+        let plan = plan(case)?;
+        let (t, e, k) = (case.t, case.e, case.k);
+        let dev = &self.dev;
+        let tokens_grid = |f: &CudaFunction, smem: usize, what: &str| -> Result<u32, SubjectError> {
+            let needed = u32::try_from(t.div_ceil(WARPS)).unwrap_or(u32::MAX);
+            Ok(needed.min(resident_blocks(dev, f, smem, what)?).max(1))
+        };
+        let fwd_grid = tokens_grid(&self.kernels.fwd[plan.v_index], plan.fwd_shared, "router_fwd occupancy")?;
+        let bwd_grid = tokens_grid(&self.kernels.bwd[plan.v_index], plan.bwd_shared, "router_bwd occupancy")?;
+        let padding: Vec<u8> = (0..t).map(|i| case.is_padding(i) as u8).collect();
+        let (fused, inclusive, g) = match case.loss {
+            Some(FusedLoss { clamp_tie, g }) => (1, matches!(clamp_tie, ClampTie::Inclusive) as i32, g),
+            None => (0, 0, 0.0),
+        };
+        let s = &dev.stream;
+        let up = dev_err("upload");
+        Ok(DeviceRouterCase {
+            dev: dev.clone(),
+            kernels: self.kernels.clone(),
+            t,
+            e,
+            k,
+            plan,
+            groups: as_i32(case.groups, "G")?,
+            topk_groups: as_i32(case.topk_groups, "L")?,
+            offset: as_i32(case.layout.offset, "offset")?,
+            stride: case.layout.row_stride as i64, // checked by plan
+            route_scale: case.route_scale,
+            route_norm: case.route_norm as i32,
+            fused,
+            inclusive,
+            g,
+            fwd_grid,
+            bwd_grid,
+            logits: s.clone_htod(&case.storage(GAP_POISON)).map_err(&up)?,
+            bias: s.clone_htod(&case.bias).map_err(&up)?,
+            padding: s.clone_htod(&padding).map_err(&up)?,
+            gw: s.clone_htod(&case.gw).map_err(&up)?,
+            ids: s.alloc_zeros(t * k).map_err(&up)?,
+            weights: s.alloc_zeros(t * k).map_err(&up)?,
+            map: s.alloc_zeros(t * e).map_err(&up)?,
+            counts: s.alloc_zeros(e).map_err(&up)?,
+            scores: s.alloc_zeros(t * e).map_err(&up)?,
+            grad: s.alloc_zeros(t * e).map_err(&up)?,
+            freq: s.alloc_zeros(e).map_err(&up)?,
+            forward_enqueued: false,
+        })
+    }
+}
+
+impl Subject<Router> for CudaRouter {
+    fn name(&self) -> String {
+        "cuda".into()
+    }
+
+    /// The profile every kernel of kernels/router.cu implements.
+    fn profile(&self) -> Option<RouterProfile> {
+        Some(RouterProfile::gpu())
+    }
+
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Device
+    }
+
+    fn forward(&self, case: &RouterCase) -> Result<RouterForward<f32>, SubjectError> {
+        let mut dc = self.upload(case)?;
+        dc.launch_forward()?;
+        dc.read_forward()
+    }
+
+    fn backward(&self, case: &RouterCase) -> Result<RouterBackward<f32>, SubjectError> {
+        let mut dc = self.upload(case)?;
+        dc.launch_forward()?;
+        dc.launch_backward()?;
+        dc.read_backward()
+    }
+}
+
+impl DeviceRouterCase {
+    fn cfg(grid: u32, block: u32, smem: usize) -> LaunchConfig {
+        LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: smem as u32 }
+    }
+
+    /// The plan the case was uploaded with.
+    pub fn plan(&self) -> Plan {
+        self.plan
+    }
+
+    /// Enqueues the forward: zeroes the counters, then `router_fwd_v<V>`.
+    pub fn launch_forward(&mut self) -> Result<(), SubjectError> {
+        let dev = self.dev.clone();
+        let s = &dev.stream;
+        s.memset_zeros(&mut self.counts).map_err(dev_err("zeroing the counts"))?;
+        let (t, e, k) = (self.t as i32, self.e as i32, self.k as i32);
+        let f = &self.kernels.fwd[self.plan.v_index];
+        let mut b = s.launch_builder(f);
+        b.arg(&self.logits)
+            .arg(&self.offset)
+            .arg(&self.stride)
+            .arg(&t)
+            .arg(&e)
+            .arg(&self.bias)
+            .arg(&self.groups)
+            .arg(&self.topk_groups)
+            .arg(&k)
+            .arg(&self.route_scale)
+            .arg(&self.route_norm)
+            .arg(&self.padding)
+            .arg(&mut self.ids)
+            .arg(&mut self.weights)
+            .arg(&mut self.map)
+            .arg(&mut self.counts)
+            .arg(&mut self.scores);
+        // SAFETY: the arguments match router_fwd_v<V>'s signature in order and
+        // type (pointers, i32 for int, i64 for long long, f32 for float);
+        // `logits` holds offset + (T-1)*stride + E elements
+        // (RouterCase::storage) and the kernel reads only the E values of each
+        // row; bias holds E, padding T; ids and weights T*k, map, scores T*E,
+        // counts E (zeroed just before, on the same stream). The case passed
+        // `plan`: E <= 1024 with V = LANE_WIDTHS[v_index] >= E/32, the SPEC's
+        // shape rules (G | E, E/G >= 2, L <= G, k <= L*E/G) that the kernel
+        // relies on, and every size in i32. The dynamic shared memory is the
+        // kernel's contract (fwd_shared_bytes), within the limit raised at
+        // load. Every buffer is owned by self and outlives the launch (frees
+        // are stream-ordered).
+        unsafe { b.launch(Self::cfg(self.fwd_grid, THREADS, self.plan.fwd_shared)) }
+            .map_err(dev_err("router_fwd launch"))?;
+        self.forward_enqueued = true;
+        Ok(())
+    }
+
+    fn require_forward(&self, what: &str) -> Result<(), SubjectError> {
+        if self.forward_enqueued {
+            Ok(())
+        } else {
+            Err(SubjectError::Device(format!("{what} reads the forward's outputs: call launch_forward first")))
+        }
+    }
+
+    /// Enqueues the backward, `router_bwd_v<V>`; it reads the scores, ids and
+    /// counts of the last forward enqueued on this case.
+    pub fn launch_backward(&mut self) -> Result<(), SubjectError> {
+        self.require_forward("the backward")?;
+        let dev = self.dev.clone();
+        let s = &dev.stream;
+        let (t, e, k) = (self.t as i32, self.e as i32, self.k as i32);
+        let f = &self.kernels.bwd[self.plan.v_index];
+        let mut b = s.launch_builder(f);
+        b.arg(&self.scores)
+            .arg(&self.ids)
+            .arg(&self.gw)
+            .arg(&self.padding)
+            .arg(&self.counts)
+            .arg(&t)
+            .arg(&e)
+            .arg(&k)
+            .arg(&self.route_scale)
+            .arg(&self.route_norm)
+            .arg(&self.fused)
+            .arg(&self.inclusive)
+            .arg(&self.g)
+            .arg(&mut self.grad);
+        // SAFETY: the arguments match router_bwd_v<V>'s signature in order and
+        // type; scores T*E, ids and gw T*k, padding T, counts E, grad T*E
+        // elements. ids holds the forward's distinct experts < E (a forward
+        // was enqueued before on this stream; the kernel also ignores an id
+        // >= E), so its shared-memory writes stay in the warp's E words. The
+        // dynamic shared memory is bwd_shared_bytes(E), within the limit
+        // raised at load. Every buffer is owned by self and outlives the
+        // launch.
+        unsafe { b.launch(Self::cfg(self.bwd_grid, THREADS, self.plan.bwd_shared)) }
+            .map_err(dev_err("router_bwd launch"))?;
+        Ok(())
+    }
+
+    /// Enqueues `router_freq`: the fused loss's frequencies f_e from the
+    /// forward's counts, as the backward derives them (the backward does not
+    /// need this launch; it exposes f for a check or a loss forward).
+    pub fn launch_frequencies(&mut self) -> Result<(), SubjectError> {
+        self.require_forward("router_freq")?;
+        let dev = self.dev.clone();
+        let s = &dev.stream;
+        let e = self.e as i32;
+        let mut b = s.launch_builder(&self.kernels.freq);
+        b.arg(&self.counts).arg(&e).arg(&mut self.freq);
+        // SAFETY: matches router_freq's signature; counts and freq hold E
+        // elements; one block of 1024 threads (its __launch_bounds__), no
+        // dynamic shared memory.
+        unsafe { b.launch(Self::cfg(1, FREQ_THREADS, 0)) }.map_err(dev_err("router_freq launch"))?;
+        Ok(())
+    }
+
+    /// Waits for the forward and copies its outputs back.
+    pub fn read_forward(&self) -> Result<RouterForward<f32>, SubjectError> {
+        self.require_forward("read_forward")?;
+        self.dev.finish("router forward")?;
+        let s = &self.dev.stream;
+        let rd = dev_err("read-back");
+        let ids = s.clone_dtoh(&self.ids).map_err(&rd)?;
+        let weights = s.clone_dtoh(&self.weights).map_err(&rd)?;
+        let map = s.clone_dtoh(&self.map).map_err(&rd)?;
+        let counts = s.clone_dtoh(&self.counts).map_err(&rd)?;
+        let scores = s.clone_dtoh(&self.scores).map_err(&rd)?;
+        self.dev.finish("read-back")?;
+        Ok(RouterForward { ids, weights, map: map.into_iter().map(|b| b != 0).collect(), counts, scores })
+    }
+
+    /// Waits for the backward and copies the gradient back.
+    pub fn read_backward(&self) -> Result<RouterBackward<f32>, SubjectError> {
+        self.dev.finish("router backward")?;
+        let grad = self.dev.stream.clone_dtoh(&self.grad).map_err(dev_err("read-back"))?;
+        self.dev.finish("read-back")?;
+        Ok(RouterBackward { grad })
+    }
+
+    /// Waits for router_freq and copies f back (E values).
+    pub fn read_frequencies(&self) -> Result<Vec<f32>, SubjectError> {
+        self.dev.finish("router_freq")?;
+        let freq = self.dev.stream.clone_dtoh(&self.freq).map_err(dev_err("read-back"))?;
+        self.dev.finish("read-back")?;
+        Ok(freq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subject::cuda::declared_profile_name;
+    use oracles::case::Layout;
+
+    fn source() -> &'static str {
+        KernelId::Router.source().text
+    }
+
+    fn define(name: &str) -> Option<u64> {
+        source().lines().find_map(|l| {
+            let rest = l.strip_prefix("#define ")?.strip_prefix(name)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+    }
+
+    #[test]
+    fn kernel_source_declares_the_gpu_profile_and_its_constants() {
+        let k = KernelId::Router.source();
+        assert_eq!(declared_profile_name(k), Some(RouterProfile::gpu().name.as_str()));
+        assert_eq!(define("BP_ROUTER_THREADS"), Some(THREADS as u64));
+        assert_eq!(define("BP_GROUP_SHIFT"), Some(GROUP_SHIFT as u64));
+        for h in ["#include \"common.cuh\"", "#include \"expf.cuh\""] {
+            assert!(source().contains(h), "{h}");
+        }
+        for v in LANE_WIDTHS {
+            assert!(source().contains(&format!("\nBP_ROUTER_INSTANTIATE({v}, ")), "V = {v} not instantiated");
+        }
+        assert!(source().contains("__launch_bounds__(1024)\n    router_freq("));
+    }
+
+    /// The kernels' group of expert e, (e * ceil(2^20 / gs)) >> 20, is
+    /// floor(e / gs) for every e < 1024 and every group size the kernels
+    /// take (2 <= gs <= E/2 <= 512).
+    #[test]
+    fn group_index_by_multiply_and_shift_is_exact() {
+        for gs in 2u32..=(MAX_EXPERTS as u32 / 2) {
+            let m = (1u32 << GROUP_SHIFT).div_ceil(gs); // the kernel's (2^20 + gs - 1) / gs
+            for e in 0u32..MAX_EXPERTS as u32 {
+                let prod = e.checked_mul(m).expect("no u32 overflow");
+                assert_eq!(prod >> GROUP_SHIFT, e / gs, "e = {e}, gs = {gs}");
+            }
+        }
+    }
+
+    #[test]
+    fn shared_memory_fits_sm90() {
+        assert!(fwd_shared_bytes(MAX_EXPERTS) <= 227 * 1024);
+        assert!(bwd_shared_bytes(MAX_EXPERTS) <= 227 * 1024);
+        // The reference shape keeps 8 blocks of 256 threads resident per SM.
+        assert!(8 * fwd_shared_bytes(256) <= 227 * 1024);
+    }
+
+    fn case(t: usize, e: usize, groups: usize, topk_groups: usize, k: usize) -> RouterCase {
+        RouterCase {
+            t,
+            e,
+            layout: Layout::dense(e),
+            logits: vec![0.5; t * e],
+            bias: vec![0.0; e],
+            groups,
+            topk_groups,
+            k,
+            route_scale: 2.5,
+            route_norm: true,
+            padding: None,
+            gw: vec![1.0; t * k],
+            loss: None,
+        }
+    }
+
+    #[test]
+    fn plan_takes_every_reference_shape_and_refuses_the_rest() {
+        for (e, g, l, k, v) in
+            [(256, 8, 4, 8, 8), (64, 1, 1, 6, 2), (160, 8, 3, 6, 8), (2, 1, 1, 2, 1), (1024, 512, 1, 2, 32)]
+        {
+            let p = plan(&case(3, e, g, l, k)).unwrap_or_else(|err| panic!("E = {e}: {err}"));
+            assert_eq!(p.v, v, "E = {e}");
+        }
+        assert!(matches!(plan(&case(3, 1026, 1, 1, 8)), Err(SubjectError::Unavailable(_))));
+        assert!(matches!(plan(&case(3, 256, 3, 1, 8)), Err(SubjectError::Invalid(_))));
+        let mut bad = case(3, 256, 8, 4, 8);
+        bad.bias[7] = f32::NAN;
+        assert!(matches!(plan(&bad), Err(SubjectError::Invalid(_))));
+    }
+}
+
+/// A lane-by-lane model of router.cu's selection (select_topk, keep_groups,
+/// the j-major emit order), checked against a direct reading of SPEC section
+/// 4 on values full of ties, NaNs, signed zeros and overflowing group sums.
+/// It checks the algorithm (the candidate superset, the slot order, the
+/// threshold descent, the P-lane top-2 split and its rotation, the key
+/// inverse in the group score), not the CUDA text: conformance on the GPU
+/// checks that.
+#[cfg(test)]
+mod warp_model {
+    use super::GROUP_SHIFT;
+    use std::cmp::Ordering;
+
+    const W: usize = 32;
+
+    fn topk_key(x: f32) -> u32 {
+        if x.is_nan() {
+            return u32::MAX;
+        }
+        let mut b = x.to_bits();
+        if b == 0x8000_0000 {
+            b = 0;
+        }
+        if b & 0x8000_0000 != 0 {
+            !b
+        } else {
+            b | 0x8000_0000
+        }
+    }
+
+    fn key_value(k: u32) -> f32 {
+        f32::from_bits(if k & 0x8000_0000 != 0 { k & 0x7fff_ffff } else { !k })
+    }
+
+    #[derive(Debug, PartialEq, Clone, Copy)]
+    enum Path {
+        Candidates,
+        Threshold,
+    }
+
+    /// select_topk<N>: key[lane][j] is element lane + 32 j; returns each
+    /// lane's chosen mask.
+    fn select_topk(key: &[Vec<u32>], k: usize) -> (Vec<u32>, Path) {
+        let n = key[0].len();
+        if k <= W {
+            let mut lm: Vec<u32> = key.iter().map(|r| r.iter().copied().max().unwrap()).collect();
+            let mut tau = 0;
+            for _ in 0..k {
+                tau = *lm.iter().max().unwrap();
+                let first = lm.iter().position(|&x| x == tau).unwrap();
+                lm[first] = 0;
+            }
+            let lo = tau.max(1);
+            let mut slots = Vec::new(); // (lane, j, key), j-major
+            for j in 0..n {
+                for (lane, row) in key.iter().enumerate() {
+                    if row[j] >= lo {
+                        slots.push((lane, j, row[j]));
+                    }
+                }
+            }
+            if slots.len() <= W {
+                let mut chosen = vec![0u32; W];
+                for (i, &(lane, j, ki)) in slots.iter().enumerate() {
+                    let rank =
+                        slots.iter().enumerate().filter(|&(m, &(_, _, km))| km > ki || (km == ki && m < i)).count();
+                    if rank < k {
+                        chosen[lane] |= 1 << j;
+                    }
+                }
+                return (chosen, Path::Candidates);
+            }
+        }
+        let all = || key.iter().flat_map(|r| r.iter().copied());
+        let mut kth = 0u32;
+        for bit in (0..32).rev() {
+            let probe = kth | (1u32 << bit);
+            if all().filter(|&x| x >= probe).count() >= k {
+                kth = probe;
+            }
+        }
+        let need = k - all().filter(|&x| x > kth).count();
+        let mut chosen = vec![0u32; W];
+        let mut before = 0;
+        for j in 0..n {
+            for (lane, row) in key.iter().enumerate() {
+                let tie = row[j] == kth;
+                if row[j] > kth || (tie && before < need) {
+                    chosen[lane] |= 1 << j;
+                }
+                before += tie as usize;
+            }
+        }
+        (chosen, Path::Threshold)
+    }
+
+    fn top2_push((k1, k2): (u32, u32), x: u32) -> (u32, u32) {
+        (k1.max(x), k2.max(k1.min(x)))
+    }
+
+    fn top2_merge((a1, a2): (u32, u32), (b1, b2): (u32, u32)) -> (u32, u32) {
+        (a1.max(b1), a1.min(b1).max(a2.max(b2)))
+    }
+
+    /// keep_groups: kept flag of every group, from the keys by expert.
+    fn keep_groups(keys: &[u32], g: usize, l: usize) -> Vec<bool> {
+        let gs = keys.len() / g;
+        let lanes = if g <= W { W / g.next_power_of_two() } else { 1 };
+        let slots = W / lanes;
+        let gn = if g <= W { 1 } else { g.div_ceil(W) };
+        let mut gk = vec![vec![0u32; gn]; W];
+        #[allow(clippy::needless_range_loop)] // gj is the kernel's register index, as in the CUDA loop
+        for gj in 0..gn {
+            let mut part = vec![(0u32, 0u32); W];
+            for (lane, p2) in part.iter_mut().enumerate() {
+                let (slot, p) = (lane / lanes, lane % lanes);
+                let rot = (lanes * slot) % gs;
+                let grp = slot + slots * gj;
+                if grp < g {
+                    let mut i = p;
+                    while i < gs {
+                        let o = if i + rot >= gs { i + rot - gs } else { i + rot };
+                        *p2 = top2_push(*p2, keys[grp * gs + o]);
+                        i += lanes;
+                    }
+                }
+            }
+            let mut o = lanes / 2;
+            while o > 0 {
+                let prev = part.clone();
+                for lane in 0..W {
+                    part[lane] = top2_merge(prev[lane], prev[lane ^ o]);
+                }
+                o /= 2;
+            }
+            for lane in 0..W {
+                let grp = lane / lanes + slots * gj;
+                let (k1, k2) = part[lane];
+                gk[lane][gj] = if grp < g { topk_key(key_value(k1) + key_value(k2)) } else { 0 };
+            }
+        }
+        if lanes > 1 {
+            let prev: Vec<u32> = gk.iter().map(|r| r[0]).collect();
+            for lane in 0..W {
+                gk[lane][0] = if lane < g { prev[(lane * lanes) & (W - 1)] } else { 0 };
+            }
+        }
+        let (kept, _) = select_topk(&gk, l);
+        (0..g).map(|grp| kept[grp % W] >> (grp / W) & 1 == 1).collect()
+    }
+
+    /// The kernel's choice of experts, ascending (the order ids are emitted in).
+    fn model(u: &[f32], g: usize, l: usize, k: usize) -> (Vec<usize>, Path) {
+        let e = u.len();
+        let v = e.div_ceil(W).next_power_of_two();
+        let mut keys: Vec<u32> = u.iter().map(|&x| topk_key(x)).collect();
+        if l < g {
+            let kept = keep_groups(&keys, g, l);
+            let gs = (e / g) as u32;
+            let gmul = (1u32 << GROUP_SHIFT).div_ceil(gs);
+            for (i, key) in keys.iter_mut().enumerate() {
+                if !kept[((i as u32 * gmul) >> GROUP_SHIFT) as usize] {
+                    *key = 0;
+                }
+            }
+        }
+        let lanes: Vec<Vec<u32>> =
+            (0..W).map(|lane| (0..v).map(|j| keys.get(lane + W * j).copied().unwrap_or(0)).collect()).collect();
+        let (chosen, path) = select_topk(&lanes, k);
+        let mut ids = Vec::new();
+        for j in 0..v {
+            for (lane, c) in chosen.iter().enumerate() {
+                if c >> j & 1 == 1 {
+                    ids.push(lane + W * j);
+                }
+            }
+        }
+        (ids, path)
+    }
+
+    /// The selection order of SPEC section 4: larger first, NaN above every
+    /// number, equal values (and NaNs, and +-0) by lower index.
+    fn before(x: f32, i: usize, y: f32, j: usize) -> Ordering {
+        let by_value = match (x.is_nan(), y.is_nan()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Less,
+            (false, true) => Ordering::Greater,
+            _ => y.partial_cmp(&x).unwrap(),
+        };
+        by_value.then(i.cmp(&j))
+    }
+
+    fn best(values: &[(f32, usize)], n: usize) -> Vec<(f32, usize)> {
+        let mut v = values.to_vec();
+        v.sort_by(|a, b| before(a.0, a.1, b.0, b.1));
+        v.truncate(n);
+        v
+    }
+
+    fn reference(u: &[f32], g: usize, l: usize, k: usize) -> Vec<usize> {
+        let gs = u.len() / g;
+        let scores: Vec<(f32, usize)> = (0..g)
+            .map(|gi| {
+                let members: Vec<(f32, usize)> = (gi * gs..(gi + 1) * gs).map(|i| (u[i], i)).collect();
+                let top = best(&members, 2);
+                (top[0].0 + top[1].0, gi)
+            })
+            .collect();
+        let kept: Vec<usize> = best(&scores, l).into_iter().map(|(_, gi)| gi).collect();
+        let eligible: Vec<(f32, usize)> =
+            (0..u.len()).filter(|i| kept.contains(&(i / gs))).map(|i| (u[i], i)).collect();
+        let mut ids: Vec<usize> = best(&eligible, k).into_iter().map(|(_, i)| i).collect();
+        ids.sort();
+        ids
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn value(rng: &mut Rng, pool: usize) -> f32 {
+        const SPECIAL: [f32; 12] = [f32::NAN, 0.0, -0.0, 1.0, 0.5, -0.5, 2.0, f32::MAX, -f32::MAX, 1e-45, -1e-45, 0.75];
+        match rng.below(3) {
+            0 => SPECIAL[rng.below(SPECIAL.len())],
+            1 => [0.25f32, 0.5, 1.0, -1.0][rng.below(pool.min(4))],
+            _ => f32::from_bits(0x3f00_0000 + rng.below(4) as u32) * if rng.below(2) == 0 { 1.0 } else { -1.0 },
+        }
+    }
+
+    #[test]
+    fn the_warp_selection_matches_the_spec_order() {
+        let mut rng = Rng(0x5eed_1234_abcd);
+        let shapes = [
+            (256, 8, 4, 8),
+            (64, 1, 1, 6),
+            (160, 8, 3, 6),
+            (2, 1, 1, 1),
+            (2, 1, 1, 2),
+            (6, 3, 2, 4),
+            (129, 43, 5, 7),
+            (129, 3, 1, 43),
+            (96, 48, 20, 33),
+            (1024, 512, 17, 34),
+            (1024, 8, 8, 1024),
+            (512, 16, 16, 200),
+            (40, 20, 1, 2),
+            (256, 32, 31, 32),
+            (128, 2, 1, 64),
+        ];
+        let mut paths = [0usize; 2];
+        for &(e, g, l, k) in &shapes {
+            for round in 0..60 {
+                // Rounds with few distinct values force ties everywhere.
+                let pool = 1 + round % 5;
+                let u: Vec<f32> = (0..e).map(|_| value(&mut rng, pool)).collect();
+                let (got, path) = model(&u, g, l, k);
+                paths[(path == Path::Threshold) as usize] += 1;
+                assert_eq!(got, reference(&u, g, l, k), "E={e} G={g} L={l} k={k} u={u:?}");
+            }
+        }
+        // Both paths of select_topk were exercised.
+        assert!(paths[0] > 0 && paths[1] > 0, "{paths:?}");
+    }
+}
