@@ -213,6 +213,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)] // a table of (mutation, field) pairs
     fn validation_catches_every_rule() {
         assert_eq!(case().validate(), Ok(()));
         let bad: Vec<(fn(&mut RouterCase), &str)> = vec![
