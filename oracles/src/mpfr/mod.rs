@@ -19,11 +19,12 @@
 //! is what it is given. An inexact infinity is an overflow: the real value is
 //! finite and no finite bound holds (+inf).
 //!
-//! Non-finite values: a finite bound on an infinite or NaN value says that
-//! the value is determined, by IEEE semantics on determined operands (an
-//! infinite or NaN input is exactly itself; NaN op anything is NaN;
-//! x + inf is inf). An infinite bound says nothing is known: a quotient by a
-//! value whose bound reaches zero, say, is +-inf or NaN in MPFR while the
+//! Non-finite values: the ops follow IEEE where a value is infinite or NaN
+//! (SPEC: NaN propagates; a row whose denominator is exactly zero gives
+//! infinities and NaN). An infinite or NaN input is exactly itself, bound
+//! 0, and so is an IEEE result that the operands determine
+//! ([`Exact::ieee`]). An infinite bound says nothing is known: a quotient by
+//! a value whose bound reaches zero, say, is +-inf or NaN in MPFR while the
 //! real quotient may be finite.
 //!
 //! p starts at 128: every product of two f32 (48 bits) is then exact, every
@@ -48,7 +49,7 @@ pub mod seqwise_loss;
 
 use crate::expf::{exp_up, pow2_neg};
 use crate::num::{add_up, mul_up, Num};
-use rug::float::{Round, Special};
+use rug::float::Round;
 use rug::Float;
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -113,16 +114,31 @@ impl Exact {
         Exact { v, err }
     }
 
-    /// A determined NaN (see the module docs).
-    fn nan() -> Self {
-        Exact { v: Float::with_val(prec(), Special::Nan), err: 0.0 }
+    /// Whether an operation on `x` and `y` with MPFR result `v` meets an
+    /// infinity or a NaN: then [`Exact::ieee`] decides, not the bound
+    /// formulas (which hold for finite values only).
+    fn meets_nonfinite(x: &Exact, y: &Exact, v: &Float) -> bool {
+        !x.v.is_finite() || !y.v.is_finite() || !v.is_finite()
     }
 
-    /// IEEE: NaN op anything is NaN. A determined NaN operand makes the
-    /// result a determined NaN, whatever the other operand's bound (the
-    /// propagation formulas would turn |NaN| times a bound into NaN).
-    fn nan_operand(x: &Exact, y: &Exact) -> Option<Exact> {
-        [x, y].iter().any(|a| a.v.is_nan() && a.err.is_finite()).then(Exact::nan)
+    /// IEEE's result where an operation meets an infinity or a NaN (an
+    /// operand, or a quotient by an exact zero). It depends only on which
+    /// operands are NaN, infinite or zero, and on their signs: so it is
+    /// determined (bound 0) when a determined NaN is among the operands (NaN
+    /// op anything is NaN), or when every operand is determined and each
+    /// inexact finite one is certainly non-zero (|v| > err: its sign and its
+    /// being non-zero are the real value's). An exact zero's sign is MPFR's,
+    /// which follows IEEE on the same exact operations. Otherwise nothing is
+    /// known (+inf): a quotient by an inexact zero, an inexact value that
+    /// may be zero times an infinity, or an MPFR overflow (an inexact
+    /// infinity from finite operands).
+    fn ieee(x: &Exact, y: &Exact, v: Float, dir: Ordering) -> Self {
+        let determined_nan = |a: &Exact| a.v.is_nan() && a.err.is_finite();
+        let certain = |a: &Exact| {
+            a.err == 0.0 || (a.err.is_finite() && (!a.v.is_finite() || a.v.as_abs().to_f64_round(Round::Down) > a.err))
+        };
+        let determined = determined_nan(x) || determined_nan(y) || (dir == Ordering::Equal && certain(x) && certain(y));
+        Exact { v, err: if determined { 0.0 } else { f64::INFINITY } }
     }
 }
 
@@ -144,36 +160,32 @@ impl Num for Exact {
         Exact { v: Float::with_val(prec(), x), err: 0.0 }
     }
     fn add(&self, y: &Self) -> Self {
-        if let Some(nan) = Exact::nan_operand(self, y) {
-            return nan;
-        }
         let (v, dir) = Float::with_val_round(prec(), &self.v + &y.v, Round::Nearest);
+        if Exact::meets_nonfinite(self, y, &v) {
+            return Exact::ieee(self, y, v, dir);
+        }
         Exact::from_op(v, dir, add_up(self.err, y.err))
     }
     fn mul(&self, y: &Self) -> Self {
-        if let Some(nan) = Exact::nan_operand(self, y) {
-            return nan;
-        }
         let (v, dir) = Float::with_val_round(prec(), &self.v * &y.v, Round::Nearest);
-        if self.err == 0.0 && y.err == 0.0 {
-            // Exact operands (infinities included: inf * 2 is exactly inf).
-            return Exact::from_op(v, dir, 0.0);
+        if Exact::meets_nonfinite(self, y, &v) {
+            return Exact::ieee(self, y, v, dir);
         }
         let (ax, ay) = (abs_up(&self.v), abs_up(&y.v));
         let prop = add_up(add_up(mul_up(ax, y.err), mul_up(ay, self.err)), mul_up(self.err, y.err));
         Exact::from_op(v, dir, prop)
     }
     fn div(&self, y: &Self) -> Self {
-        if let Some(nan) = Exact::nan_operand(self, y) {
-            return nan;
-        }
         let (v, dir) = Float::with_val_round(prec(), &self.v / &y.v, Round::Nearest);
+        if Exact::meets_nonfinite(self, y, &v) {
+            return Exact::ieee(self, y, v, dir);
+        }
         if y.err == 0.0 && self.err == 0.0 {
             return Exact::from_op(v, dir, 0.0);
         }
         // |y^| rounded down: a lower bound of the denominator's magnitude.
         let ay = y.v.as_abs().to_f64_round(Round::Down);
-        if ay.is_nan() || ay <= y.err {
+        if ay <= y.err {
             return Exact { v, err: f64::INFINITY };
         }
         // Same propagation rule as the f32 bound (SPEC section 2), with 2^-p

@@ -336,4 +336,25 @@ mod tests {
         assert_eq!(exact.out.raw.v, rug::Float::with_val(8, rug::Float::i_exp(1, 242)));
         assert_eq!(correctly_rounded(&exact.out.raw), Some(f32::INFINITY));
     }
+
+    #[test]
+    fn a_row_with_an_exactly_zero_denominator_gives_determined_nan() {
+        // UnbiasedTopK, k = 1, three rows whose sum is exactly -eps2, so
+        // D_t = 0 exactly. Top-1 picks experts 0, 1, 0: c = (2, 1, 0),
+        // C = 3, f = (2/3 3, 1/3 3, 0): the first two are inexact quotients,
+        // a_2 = g 0 = 0 exactly. By IEEE, (s_2 / 0) / 0 is -inf, and
+        // a_2 (-inf) = 0 (-inf) is NaN, so every q_t and every grad_tk is
+        // NaN: determined by the operands (their signs are certain), not
+        // undetermined, and settled at the first precision.
+        let eps2 = crate::case::seqwise_loss::EPS2;
+        let scores = vec![1.0, -1.0, -eps2, -1.0, 1.0, -eps2, 1.0, -1.0, -eps2];
+        let case = SeqwiseCase::dense(3, 3, scores, Objective::UnbiasedTopK { k: 1 });
+        let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();
+        assert_eq!((exact.undetermined, exact.prec), (0, START_PREC));
+        for g in &exact.out.grad {
+            assert!(g.v.is_nan() && g.err == 0.0, "{g:?}");
+        }
+        let f32_grad = crate::op::backward::<SeqwiseLoss>(&case, &SeqwiseLoss::exact_profile()).unwrap().grad;
+        assert!(f32_grad.iter().all(|g| g.is_nan()));
+    }
 }
