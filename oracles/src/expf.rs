@@ -46,6 +46,18 @@ pub fn exp_f32(x: f32) -> f32 {
     }
 }
 
+/// An upper bound of e^y as an f64: MPFR's exp, rounded upward to 53 bits
+/// (y is exact at 53 bits), then upward to an f64 (subnormal or +inf
+/// included). No libm accuracy is assumed, and a result below the f64 range
+/// (or MPFR's) rounds up to 2^-1074, never down to 0.
+pub fn exp_up(y: f64) -> f64 {
+    if y.is_nan() {
+        return f64::NAN;
+    }
+    let (e, _) = Float::with_val_round(53, Float::with_val(53, y).exp_ref(), Round::Up);
+    e.to_f64_round(Round::Up)
+}
+
 /// 2^-p as an f64, for p <= 1074 exactly (a subnormal past 1022); past that,
 /// the smallest subnormal, which is larger (an upper bound stays one).
 pub fn pow2_neg(p: u32) -> f64 {
@@ -84,6 +96,19 @@ mod tests {
         assert_eq!(exp_f32(f32::MIN).to_bits(), 0);
         // e^1 = 2.71828182845904523536...: nearest f32 is 0x402df854.
         assert_eq!(exp_f32(1.0).to_bits(), 0x402d_f854);
+    }
+
+    #[test]
+    fn exp_up_is_an_upper_bound_and_never_zero() {
+        for y in [-1e300, -800.0, -745.2, -700.0, -1.5, 0.0, 1e-300, 1.0, 88.7, 709.0, 710.0, 1e300] {
+            let up = exp_up(y);
+            let exact = Float::with_val(200, Float::with_val(53, y).exp_ref());
+            assert!(up > 0.0, "e^{y}");
+            assert!(exact <= up, "e^{y} = {exact} > {up}");
+        }
+        assert_eq!(exp_up(0.0), 1.0);
+        assert_eq!(exp_up(-800.0), f64::from_bits(1));
+        assert_eq!(exp_up(710.0), f64::INFINITY);
     }
 
     #[test]

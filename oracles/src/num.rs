@@ -107,7 +107,8 @@ pub struct Bounded {
     pub err: f64,
 }
 
-/// a + b rounded upward (a, b >= 0).
+/// a + b rounded upward (any signs: the rounded sum is 0 only when the
+/// exact one is, as a sum never underflows to zero).
 pub fn add_up(a: f64, b: f64) -> f64 {
     let s = a + b;
     if s == 0.0 {
@@ -116,13 +117,19 @@ pub fn add_up(a: f64, b: f64) -> f64 {
         s.next_up()
     }
 }
-/// a * b rounded upward (a, b >= 0).
+/// a * b rounded upward (a, b >= 0). A product that underflows to 0 from
+/// non-zero factors comes back as 2^-1074, never 0. 0 * inf is +inf: in a
+/// bound's term |x| e_y, either an infinite bound (nothing known of y) or
+/// an infinite value, and no finite bound is claimed for either.
 pub fn mul_up(a: f64, b: f64) -> f64 {
-    let p = a * b;
-    if p == 0.0 && (a == 0.0 || b == 0.0) {
-        0.0
+    if a == 0.0 || b == 0.0 {
+        if a.is_infinite() || b.is_infinite() {
+            f64::INFINITY
+        } else {
+            0.0
+        }
     } else {
-        p.next_up()
+        (a * b).next_up()
     }
 }
 /// a / b rounded upward (a >= 0, b > 0).
@@ -201,20 +208,16 @@ impl Num for Bounded {
     }
     /// z = exp(x^) correctly rounded. By the mean value theorem
     /// |exp(x^) - exp(x)| <= exp(max(x^, x)) |x^ - x| <= exp(x^ + e_x) e_x;
-    /// exp(x^ + e_x) is evaluated in f64 (error below 2^-51 relative, see
-    /// [`crate::expf`]) and scaled up by 1 + 2^-50. The final rounding adds
+    /// exp(x^ + e_x) is bounded above by MPFR ([`crate::expf::exp_up`]:
+    /// no libm accuracy assumed, no underflow to 0). The final rounding adds
     /// u|z| + eta (a subnormal result's error is absolute).
     fn exp(&self) -> Self {
         let z = crate::expf::exp_f32(self.x);
         if !self.x.is_finite() || !self.err.is_finite() {
             return Bounded { x: z, err: f64::INFINITY };
         }
-        let prop = if self.err == 0.0 {
-            0.0
-        } else {
-            let top = add_up(self.x as f64, self.err).exp();
-            mul_up(mul_up(top, 1.0 + 2f64.powi(-50)), self.err)
-        };
+        let prop =
+            if self.err == 0.0 { 0.0 } else { mul_up(crate::expf::exp_up(add_up(self.x as f64, self.err)), self.err) };
         let err = add_up(prop, Self::rounding(z, true));
         Bounded { x: z, err: Self::finite_or_inf(z, err) }
     }
@@ -247,6 +250,21 @@ mod tests {
     fn bounded_div_by_uncertain_zero_is_unbounded() {
         let y = Bounded { x: 1e-30, err: 1e-29 };
         assert!(Bounded::input(1.0).div(&y).err.is_infinite());
+    }
+
+    #[test]
+    fn constants_are_exact_powers_of_two() {
+        assert_eq!(U_F32, crate::expf::pow2_neg(24));
+        assert_eq!(ETA_F32, crate::expf::pow2_neg(150));
+    }
+
+    #[test]
+    fn upward_products_never_reach_zero() {
+        let tiny = f64::from_bits(1);
+        assert_eq!(mul_up(tiny, tiny), tiny);
+        assert_eq!(mul_up(crate::expf::pow2_neg(1024), 1e-300), tiny);
+        assert_eq!(mul_up(0.0, f64::INFINITY), f64::INFINITY);
+        assert_eq!(div_up(tiny, 1e300), tiny);
     }
 
     #[test]

@@ -213,6 +213,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::type_complexity)] // a table of (mutation, field) pairs
     fn validation_catches_every_rule() {
         assert_eq!(case().validate(), Ok(()));
         type Mutation = (fn(&mut RouterCase), &'static str);

@@ -2,13 +2,14 @@
 //! loop over the whole computation) on the profile's decisions, and the
 //! profile's own rigorous bound (the profile run on [`Bounded`]).
 
+use super::rational::Rat;
 use super::{correctly_rounded, with_precision, Exact, Verdict, MAX_PREC, START_PREC};
 use crate::num::Bounded;
 use crate::op::{Group, Op, Run, Values};
+use rug::Rational;
 
 /// An exact result, the precision it took, and how many real outputs'
-/// correct f32 rounding stayed undetermined at [`MAX_PREC`] (reported,
-/// never guessed).
+/// correct f32 rounding stayed undetermined (reported, never guessed).
 #[derive(Clone, Debug)]
 pub struct ExactResult<T> {
     pub out: T,
@@ -16,7 +17,12 @@ pub struct ExactResult<T> {
     /// imposed decisions (`decision-near-tie`).
     pub near_ties: usize,
     pub prec: u32,
+    /// Real outputs whose correct rounding neither Ziv's loop (up to
+    /// [`MAX_PREC`]) nor the rational evaluation settled.
     pub undetermined: usize,
+    /// Real outputs left open by Ziv's loop at [`MAX_PREC`] that the
+    /// rational evaluation settled (an exact f32 midpoint, say).
+    pub rational: usize,
 }
 
 /// The real values of some output groups.
@@ -29,19 +35,53 @@ fn reals<'a, N>(groups: &'a [Group<'a, N>]) -> impl Iterator<Item = &'a N> + 'a 
 
 /// Ziv's loop over a whole computation: double the precision until every
 /// real output's f32 rounding is settled (see the module docs of [`super`]).
-fn ziv<T, D, E>(
+///
+/// What is still open at [`MAX_PREC`] is handed to one evaluation of the
+/// same computation on [`Rat`] (`rational`, given the decisions the exact
+/// run took, so both compute the same function), which settles every output
+/// that is a finite rational: an exact value has one correct rounding,
+/// decided by [`super::rational::round_rational_to_f32`]. An output counts as
+/// settled only if its rational value also lies within the MPFR value's
+/// bound: where it does not, the two evaluations disagree (a bug), and
+/// nothing is claimed. The outputs keep their MPFR values and bounds, which
+/// is all [`super::judge`] needs (see there).
+fn ziv<T, R, D, E>(
     compute: impl Fn() -> Result<Run<T, D>, E>,
     groups: impl for<'a> Fn(&'a T) -> Vec<Group<'a, Exact>>,
+    rational: impl FnOnce(&D) -> Result<Run<R, D>, E>,
+    rational_groups: impl for<'a> Fn(&'a R) -> Vec<Group<'a, Rat>>,
 ) -> Result<ExactResult<T>, E> {
     let mut prec = START_PREC;
     loop {
         let run = with_precision(prec, &compute)?;
-        let undetermined = reals(&groups(&run.out)).filter(|x| correctly_rounded(x).is_none()).count();
-        if undetermined == 0 || prec >= MAX_PREC {
-            return Ok(ExactResult { out: run.out, near_ties: run.near_ties, prec, undetermined });
+        let out_groups = groups(&run.out);
+        let open: Vec<(usize, &Exact)> =
+            reals(&out_groups).enumerate().filter(|(_, x)| correctly_rounded(x).is_none()).collect();
+        if !open.is_empty() && prec < MAX_PREC {
+            prec *= 2;
+            continue;
         }
-        prec *= 2;
+        let rational = if open.is_empty() {
+            0
+        } else {
+            let rat = rational(&run.decisions)?;
+            let rat_groups = rational_groups(&rat.out);
+            let values: Vec<&Rat> = reals(&rat_groups).collect();
+            open.iter().filter(|(i, x)| values.get(*i).is_some_and(|r| settles(r, x))).count()
+        };
+        let undetermined = open.len() - rational;
+        drop(out_groups);
+        return Ok(ExactResult { out: run.out, near_ties: run.near_ties, prec, undetermined, rational });
     }
+}
+
+/// Whether the rational value `r` settles the output `x`: a finite rational
+/// within `x`'s bound of its MPFR value (both exact comparisons).
+fn settles(r: &Rat, x: &Exact) -> bool {
+    let (Some(q), Some(v), Some(err)) = (r.value(), x.v.to_rational(), Rational::from_f64(x.err)) else {
+        return false;
+    };
+    Rational::from(q - &v).abs() <= err
 }
 
 /// The exact forward on `imposed` decisions (those of the profile being
@@ -51,7 +91,12 @@ pub fn exact_forward<O: Op>(
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Fwd<Exact>>, O::Error> {
     let p = O::exact_profile();
-    ziv(|| O::forward_on::<Exact>(case, &p, imposed), |f| O::fwd_groups(case, f))
+    ziv(
+        || O::forward_on::<Exact>(case, &p, imposed),
+        |f| O::fwd_groups(case, f),
+        |decisions| O::forward_on::<Rat>(case, &p, Some(decisions)),
+        |f| O::fwd_groups(case, f),
+    )
 }
 
 /// The exact backward (see [`exact_forward`]).
@@ -60,7 +105,12 @@ pub fn exact_backward<O: Op>(
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Bwd<Exact>>, O::Error> {
     let p = O::exact_profile();
-    ziv(|| O::backward_on::<Exact>(case, &p, imposed), |b| O::bwd_groups(case, b))
+    ziv(
+        || O::backward_on::<Exact>(case, &p, imposed),
+        |b| O::bwd_groups(case, b),
+        |decisions| O::backward_on::<Rat>(case, &p, Some(decisions)),
+        |b| O::bwd_groups(case, b),
+    )
 }
 
 /// Accuracy of a result: how many outputs were judged, which were outside
@@ -179,5 +229,132 @@ impl<O: Op> BackwardReference<O> {
         acc.near_ties = self.exact.near_ties;
         acc.undetermined = self.exact.undetermined;
         acc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::seqwise_loss::{Objective, SeqwiseCase};
+    use crate::num::Num;
+    use crate::op::seqwise_loss::SeqwiseLoss;
+    use crate::profile::seqwise_loss::SeqwiseProfile;
+
+    #[test]
+    fn an_exact_zero_gradient_reached_through_inexact_divisions_settles() {
+        // One token, one expert, map [true], s = 3, g = 1: n = d = 3, c = [1],
+        // f = 1/1 * 1 = 1, a = g f = 1, so grad = a/d + sgn(s) q with
+        // q = -(a ((s/d)/d)) = -1/3: grad = 1/3 - 1/3 = 0 exactly, each third
+        // an inexact MPFR quotient.
+        let case = SeqwiseCase::dense(1, 1, vec![3.0], Objective::ProvidedMap { map: vec![true] });
+        let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();
+        assert_eq!(exact.undetermined, 0);
+        assert!(exact.prec < MAX_PREC);
+        let profile = SeqwiseProfile::serial();
+        let bounded = SeqwiseLoss::backward_on::<Bounded>(&case, &profile, None).unwrap().out;
+        assert!(matches!(super::super::judge(0.0, bounded.grad[0].err, &exact.out.grad[0]), Verdict::Within { .. }));
+    }
+
+    #[test]
+    fn an_exact_zero_gradient_with_unequal_roundings_settles() {
+        // One token, ten experts, all mapped, every s = 1, g = 3: d = 10,
+        // c_e = 1, C = 10, f = (1/10) 10 = 1, a = 3, q = -10 (3 ((1/10)/10))
+        // = -3/10, so grad_k = 3/10 + q = 0 exactly. In MPFR the two sides
+        // are rounded differently (3/10 against a sum of ten roundings of
+        // 3 ((1/10)/10)), which leaves a tiny non-zero value at every
+        // precision: only the fact that every value within its bound rounds
+        // to a zero can settle it.
+        let mut case = SeqwiseCase::dense(1, 10, vec![1.0; 10], Objective::ProvidedMap { map: vec![true; 10] });
+        case.g = 3.0;
+        let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();
+        assert_eq!(exact.undetermined, 0);
+        assert!(exact.prec < MAX_PREC, "settled only at {} bits", exact.prec);
+        let profile = SeqwiseProfile::serial();
+        let bounded = SeqwiseLoss::backward_on::<Bounded>(&case, &profile, None).unwrap().out;
+        for (x, b) in exact.out.grad.iter().zip(&bounded.grad) {
+            assert!(x.err > 0.0);
+            assert!(matches!(super::super::judge(0.0, b.err, x), Verdict::Within { .. }));
+        }
+    }
+
+    /// One token, two experts, map [true, false], s = (95, 673),
+    /// g = 224361 / 2^9. By hand: d = 768 = 3 2^8, c = (1, 0), f = (2, 0),
+    /// a = (2g, 0), q = -(2g 95 / 768^2), and
+    /// grad_0 = 2g/d - 2g 95/d^2 = 2g 673 / 768^2
+    ///        = 2 224361 673 / (2^9 9 2^16) = 2 9 (2^24 + 1) / (9 2^25)
+    ///        = 1 + 2^-24 (224361 673 = 9 (2^24 + 1): 224361 = 9 97 257,
+    ///        2^24 + 1 = 97 257 673),
+    /// the midpoint between 1 and its successor, which rounds to even: 1.0.
+    /// It is reached through s/d, a non-dyadic quotient (95 is prime to 3),
+    /// whose rounding MPFR never removes: at every precision the value sits
+    /// within its bound of the midpoint, on one side or the other.
+    fn midpoint_case() -> SeqwiseCase {
+        let mut case = SeqwiseCase::dense(1, 2, vec![95.0, 673.0], Objective::ProvidedMap { map: vec![true, false] });
+        case.g = 224361.0 / 512.0;
+        case
+    }
+
+    #[test]
+    fn a_gradient_on_an_f32_midpoint_is_settled_by_the_rational_evaluation() {
+        let case = midpoint_case();
+        let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();
+        assert_eq!(exact.prec, MAX_PREC);
+        let g0 = &exact.out.grad[0];
+        assert!(g0.err > 0.0, "an inexact result at {MAX_PREC} bits with a zero bound");
+        // MPFR alone cannot decide it...
+        assert_eq!(correctly_rounded(g0), None);
+        // ...and the exact value is within its bound of the MPFR value.
+        let midpoint = rug::Rational::from((16_777_217, 16_777_216));
+        let dist = (g0.v.to_rational().unwrap() - &midpoint).abs();
+        assert!(rug::Rational::from_f64(g0.err).unwrap() >= dist);
+        // The rational evaluation settles it, on the midpoint, to even.
+        assert_eq!(exact.undetermined, 0);
+        assert_eq!(exact.rational, 1);
+        let p = SeqwiseLoss::exact_profile();
+        let rat = SeqwiseLoss::backward_on::<Rat>(&case, &p, None).unwrap().out;
+        assert_eq!(rat.grad[0].value(), Some(&midpoint));
+        assert_eq!(rat.grad[0].to_f32(), 1.0);
+        // The profile's f32 result is judged within its bound.
+        let bounded = SeqwiseLoss::backward_on::<Bounded>(&case, &p, None).unwrap().out;
+        assert!(matches!(super::super::judge(bounded.grad[0].x, bounded.grad[0].err, g0), Verdict::Within { .. }));
+    }
+
+    #[test]
+    fn a_nan_reached_through_an_approximate_zero_is_not_taken_for_the_result() {
+        // UnbiasedTopK, k = 1, one token, s = (2^100, 2^-140, -2^100, -eps2):
+        // D = (sum s) + eps2 = 2^-140 exactly; the top-1 is 2^100, so
+        // c = (1, 0, 0, 0), f = (4, 0, 0, 0); P_0 = 2^100 / 2^-140 = 2^240
+        // and the other P_e are finite, so raw = 4 2^240 = 2^242, whose f32
+        // rounding is +inf. At 128 bits the serial sum loses 2^-140 beside
+        // 2^100, and D comes out as an inexact zero: raw as NaN.
+        let pow2 =
+            |e: i32| if e >= -126 { f32::from_bits(((127 + e) as u32) << 23) } else { f32::from_bits(1 << (149 + e)) };
+        let scores = vec![pow2(100), pow2(-140), -pow2(100), -crate::case::seqwise_loss::EPS2];
+        let case = SeqwiseCase::dense(1, 4, scores, Objective::UnbiasedTopK { k: 1 });
+        let exact = exact_forward::<SeqwiseLoss>(&case, None).unwrap();
+        assert_eq!(exact.undetermined, 0);
+        assert_eq!(exact.out.raw.v, rug::Float::with_val(8, rug::Float::i_exp(1, 242)));
+        assert_eq!(correctly_rounded(&exact.out.raw), Some(f32::INFINITY));
+    }
+
+    #[test]
+    fn a_row_with_an_exactly_zero_denominator_gives_determined_nan() {
+        // UnbiasedTopK, k = 1, three rows whose sum is exactly -eps2, so
+        // D_t = 0 exactly. Top-1 picks experts 0, 1, 0: c = (2, 1, 0),
+        // C = 3, f = (2/3 3, 1/3 3, 0): the first two are inexact quotients,
+        // a_2 = g 0 = 0 exactly. By IEEE, (s_2 / 0) / 0 is -inf, and
+        // a_2 (-inf) = 0 (-inf) is NaN, so every q_t and every grad_tk is
+        // NaN: determined by the operands (their signs are certain), not
+        // undetermined, and settled at the first precision.
+        let eps2 = crate::case::seqwise_loss::EPS2;
+        let scores = vec![1.0, -1.0, -eps2, -1.0, 1.0, -eps2, 1.0, -1.0, -eps2];
+        let case = SeqwiseCase::dense(3, 3, scores, Objective::UnbiasedTopK { k: 1 });
+        let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();
+        assert_eq!((exact.undetermined, exact.prec), (0, START_PREC));
+        for g in &exact.out.grad {
+            assert!(g.v.is_nan() && g.err == 0.0, "{g:?}");
+        }
+        let f32_grad = crate::op::backward::<SeqwiseLoss>(&case, &SeqwiseLoss::exact_profile()).unwrap().grad;
+        assert!(f32_grad.iter().all(|g| g.is_nan()));
     }
 }

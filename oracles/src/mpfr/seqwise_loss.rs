@@ -1,52 +1,30 @@
 //! The exact `seqwise_loss` (forward, backward) and the gradient check.
 
-use super::{correctly_rounded, with_precision, Exact, MAX_PREC, START_PREC};
+pub use super::reference::ExactResult;
+use super::{with_precision, Exact};
 use crate::case::seqwise_loss::SeqwiseError;
 use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
-use crate::num::Num;
+use crate::expf::pow2_neg;
+use crate::num::{add_up, mul_up, Num};
+use crate::op::seqwise_loss::SeqwiseLoss;
 pub use crate::op::GradientCheck;
 use crate::profile::seqwise_loss::SeqwiseProfile;
 use crate::profile_oracle::seqwise_loss::{
-    backward_on, backward_unchecked, check_decisions, forward_on, forward_unchecked, validate, Decisions, Run,
+    backward_on, backward_unchecked, forward_on, forward_unchecked, Decisions, Run,
 };
 use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
 
-/// An exact result, the precision it took, and each output's correctly
-/// rounded f32 (`None`: undetermined at [`MAX_PREC`]).
-#[derive(Clone, Debug)]
-pub struct ExactResult<T> {
-    pub run: Run<T>,
-    pub prec: u32,
-    pub undetermined: usize,
-}
-
-/// Ziv's loop over a whole computation: double the precision until every
-/// output's f32 rounding is settled (see the module docs of [`super`]).
-fn ziv<T>(compute: impl Fn() -> Run<T>, outputs: impl Fn(&T) -> Vec<&Exact>) -> ExactResult<T> {
-    let mut prec = START_PREC;
-    loop {
-        let run = with_precision(prec, &compute);
-        let undetermined = outputs(&run.out).into_iter().filter(|x| correctly_rounded(x).is_none()).count();
-        if undetermined == 0 || prec >= MAX_PREC {
-            return ExactResult { run, prec, undetermined };
-        }
-        prec *= 2;
-    }
-}
-
-/// The exact forward. Sums are exact or nearly (their order is irrelevant,
-/// so the serial profile's code is used); `imposed` are the decisions of the
-/// profile being judged (SPEC section 2), or `None` for the exact ones.
+/// The exact forward: [`super::reference::exact_forward`] for this op (one
+/// Ziv loop, with its rational fallback, for every op). `imposed` are the
+/// decisions of the profile being judged (SPEC section 2), or `None` for
+/// the exact ones.
 pub fn exact_forward(
     case: &SeqwiseCase,
     imposed: Option<&Decisions>,
 ) -> Result<ExactResult<SeqwiseForward<Exact>>, SeqwiseError> {
-    let serial = SeqwiseProfile::serial();
-    validate(case, &serial)?;
-    check_decisions(case, imposed)?;
-    Ok(ziv(|| forward_unchecked::<Exact>(case, &serial, imposed), |f| std::iter::once(&f.raw).chain(&f.freq).collect()))
+    super::reference::exact_forward::<SeqwiseLoss>(case, imposed)
 }
 
 /// The exact backward (see [`exact_forward`]).
@@ -54,10 +32,7 @@ pub fn exact_backward(
     case: &SeqwiseCase,
     imposed: Option<&Decisions>,
 ) -> Result<ExactResult<SeqwiseBackward<Exact>>, SeqwiseError> {
-    let serial = SeqwiseProfile::serial();
-    validate(case, &serial)?;
-    check_decisions(case, imposed)?;
-    Ok(ziv(|| backward_unchecked::<Exact>(case, &serial, imposed), |b| b.grad.iter().collect()))
+    super::reference::exact_backward::<SeqwiseLoss>(case, imposed)
 }
 
 /// Precision of the finite differences (bits). The step is 2^-100 of the
@@ -71,8 +46,9 @@ pub const FD_PREC: u32 = 512;
 /// for each pair of `entries`.
 ///
 /// Criterion, with D(h) the central difference quotient and A the analytic
-/// value: |D(h/2) - A| <= 2 |D(h) - D(h/2)| + the rigorous rounding bounds of
-/// all three. Where the function is smooth, D(h) - A = c h^2 + O(h^4): the
+/// value: |D(h/2) - A| <= 2 |D(h) - D(h/2)|, on the exact values: the
+/// computed ones differ from them by at most their rigorous bounds, which
+/// widen the right side (see the code). Where the function is smooth, D(h) - A = c h^2 + O(h^4): the
 /// left side is about |c| h^2 / 4, the right 3 |c| h^2 / 2. At s_tk = 0 the
 /// |s| inside the L1 norm leaves only D(h) - A = c h + O(h^2) (the one-sided
 /// second derivatives differ): left |c| h / 2, right |c| h. Either way a
@@ -130,10 +106,15 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         let d1 = quotient(&h);
         let d2 = quotient(&Float::with_val(FD_PREC, &h >> 1u32));
         let am = &analytic.grad[t * case.e + k];
-        let lhs = Float::with_val(FD_PREC, &d2.v - &am.v).abs();
-        let spread = Float::with_val(FD_PREC, &d1.v - &d2.v).abs();
-        let slack = d1.err + d2.err + am.err;
-        let rhs = spread * 2u32 + Float::with_val(64, slack) * (1.0 + 1e-9);
+        // A failure only where the exact values certainly break the
+        // criterion: |D2 - A| >= |d2 - am| - e2 - ea (rounded toward zero)
+        // against 2 |D1 - D2| <= 2 |d1 - d2| + 2 e1 + 2 e2 (rounded up), the
+        // bounds moved to the right: 2 e1 + 3 e2 + ea.
+        let lhs = Float::with_val_round(FD_PREC, &d2.v - &am.v, Round::Zero).0.abs();
+        let spread = Float::with_val_round(FD_PREC, &d1.v - &d2.v, Round::AwayZero).0.abs();
+        let slack = add_up(add_up(mul_up(2.0, d1.err), mul_up(3.0, d2.err)), am.err);
+        let doubled = spread * 2u32; // exact
+        let rhs = Float::with_val_round(FD_PREC, &doubled + slack, Round::Up).0;
         if lhs > rhs {
             out.failures.push(format!(
                 "d raw/d s[{t}][{k}]: analytic {:e}, finite difference {:e}",
@@ -155,7 +136,13 @@ fn row_objective(row: &[f32], k: usize, step: &Float, a: &[Exact], provided: boo
         .map(|(e, &x)| {
             let mut v = Exact::input(x);
             if e == k {
-                v = Exact { v: Float::with_val_round(FD_PREC, &v.v + step, Round::Nearest).0, err: 0.0 };
+                // s + h is exact at FD_PREC unless h lies far below s (a
+                // tiny top-k denominator); its rounding error, if any, is
+                // then carried as the input's bound, so the quotient's
+                // bound covers f(s + h), not f(the rounded s + h).
+                let (moved, dir) = Float::with_val_round(FD_PREC, &v.v + step, Round::Nearest);
+                let err = if dir == Ordering::Equal { 0.0 } else { mul_up(pow2_neg(FD_PREC), super::abs_up(&moved)) };
+                v = Exact { v: moved, err };
             }
             v
         })
@@ -233,6 +220,9 @@ pub struct Accuracy {
     pub unbounded: usize,
     pub worst_ratio: f64,
     pub near_ties: usize,
+    /// Outputs whose exact f32 rounding nothing could settle (see
+    /// [`ExactResult::undetermined`]).
+    pub undetermined: usize,
 }
 
 impl Accuracy {
@@ -282,8 +272,9 @@ impl ForwardReference {
     /// `computed` (raw and every f_e) within the profile's bound of the exact
     /// forward; counts equal.
     pub fn judge(&self, computed: &SeqwiseForward<f32>) -> Accuracy {
-        let (b, x) = (&self.bounded.out, &self.exact.run.out);
-        let mut acc = Accuracy { near_ties: self.exact.run.near_ties, ..Default::default() };
+        let (b, x) = (&self.bounded.out, &self.exact.out);
+        let mut acc =
+            Accuracy { near_ties: self.exact.near_ties, undetermined: self.exact.undetermined, ..Default::default() };
         if computed.counts != x.counts {
             acc.outside.push(format!("counts {:?} != exact {:?}", computed.counts, x.counts));
         }
@@ -312,8 +303,9 @@ impl BackwardReference {
 
     /// Every entry of `computed` within the profile's bound of the exact backward.
     pub fn judge(&self, computed: &SeqwiseBackward<f32>, e: usize) -> Accuracy {
-        let mut acc = Accuracy { near_ties: self.exact.run.near_ties, ..Default::default() };
-        let (b, x) = (&self.bounded.out.grad, &self.exact.run.out.grad);
+        let mut acc =
+            Accuracy { near_ties: self.exact.near_ties, undetermined: self.exact.undetermined, ..Default::default() };
+        let (b, x) = (&self.bounded.out.grad, &self.exact.out.grad);
         if computed.grad.len() != x.len() {
             acc.outside.push(format!("{} gradient entries, T x E = {}", computed.grad.len(), x.len()));
             return acc;
@@ -404,6 +396,6 @@ mod tests {
         let c = sample_case(Objective::UnbiasedTopK { k: 2 });
         let x = exact_forward(&c, None).unwrap();
         assert_eq!(x.undetermined, 0);
-        assert_eq!(x.prec, START_PREC);
+        assert_eq!(x.prec, super::super::START_PREC);
     }
 }

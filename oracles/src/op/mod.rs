@@ -127,12 +127,15 @@ pub trait Op: Sized + Send + Sync + 'static {
 
     /// The forward on any value type; `imposed` replaces the decisions the
     /// value type would take (the exact oracle takes the profile's).
+    // The contract reads best spelled out; an alias would hide it.
+    #[allow(clippy::type_complexity)]
     fn forward_on<N: Num>(
         case: &Self::Case,
         profile: &Self::Profile,
         imposed: Option<&Self::Decisions>,
     ) -> Result<FwdRun<Self, N>, Self::Error>;
     /// The backward on any value type (see [`Op::forward_on`]).
+    #[allow(clippy::type_complexity)]
     fn backward_on<N: Num>(
         case: &Self::Case,
         profile: &Self::Profile,
