@@ -13,8 +13,11 @@
 //! guard. The kernels are compiled once per process; the device is opened
 //! once per process.
 //!
-//! All unsafe code of bitparity lives in this module; every block says why it
-//! is sound.
+//! All unsafe code of bitparity lives in this module (and its [`expf`]
+//! submodule, the exhaustive check of the GPU's exponential); every block
+//! says why it is sound.
+
+pub mod expf;
 
 use super::{SeqwiseSubject, SubjectError};
 use cudarc::driver::{
@@ -36,12 +39,18 @@ pub struct KernelSource {
 }
 
 /// Every kernel source compiled by NVRTC (the CI compile test walks this).
-pub const KERNELS: &[KernelSource] =
-    &[KernelSource { name: "seqwise_loss.cu", text: include_str!("../../kernels/seqwise_loss.cu") }];
+/// `seqwise_loss.cu` stays first: the seqwise subject compiles `KERNELS[0]`.
+pub const KERNELS: &[KernelSource] = &[
+    KernelSource { name: "seqwise_loss.cu", text: include_str!("../../kernels/seqwise_loss.cu") },
+    expf::CHECK_KERNEL,
+];
 
 /// The shared headers, handed to NVRTC by name (`#include "common.cuh"`).
-pub const HEADERS: &[KernelSource] =
-    &[KernelSource { name: "common.cuh", text: include_str!("../../kernels/common.cuh") }];
+pub const HEADERS: &[KernelSource] = &[
+    KernelSource { name: "common.cuh", text: include_str!("../../kernels/common.cuh") },
+    KernelSource { name: "expf.cuh", text: include_str!("../../kernels/expf.cuh") },
+    KernelSource { name: "expf_hard.cuh", text: include_str!("../../kernels/expf_hard.cuh") },
+];
 
 /// The architecture the CI compile test targets (the H200 is sm_90).
 pub const CI_ARCH: &str = "sm_90";
@@ -242,6 +251,35 @@ pub fn probe() -> Result<CudaSeqwise, String> {
 }
 
 fn open_device() -> Result<Arc<Device>, String> {
+    let (ctx, info) = open_context()?;
+    let arch = format!("sm_{}{}", info.compute_capability.0, info.compute_capability.1);
+    let compiled = compile_with(&KERNELS[0], &arch, &extra_options())?;
+    let module =
+        ctx.load_module(Ptx::from_binary(compiled.cubin)).map_err(|e| format!("loading the {arch} kernels: {e}"))?;
+    let function = |n: &str| module.load_function(n).map_err(|e| format!("kernel {n}: {e}"));
+    let kernels = Kernels {
+        fwd_chunk: LANE_WIDTHS
+            .iter()
+            .map(|v| function(&format!("seqwise_fwd_chunk_v{v}")))
+            .collect::<Result<_, _>>()?,
+        bwd: LANE_WIDTHS.iter().map(|v| function(&format!("seqwise_bwd_v{v}"))).collect::<Result<_, _>>()?,
+        finalize: function("seqwise_fwd_finalize")?,
+    };
+    for f in &kernels.fwd_chunk {
+        f.set_attribute(
+            cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            fwd_shared_bytes(MAX_EXPERTS) as i32,
+        )
+        .map_err(|e| format!("shared memory of seqwise_fwd_chunk: {e}"))?;
+    }
+    let stream = ctx.default_stream();
+    Ok(Arc::new(Device { ctx, stream, kernels, info }))
+}
+
+/// Checks for the driver, NVRTC and a GPU of compute capability 8.0 or newer
+/// (ordinal `BITPARITY_CUDA_DEVICE`, default 0), and opens it. Call it under
+/// [`guarded`]: cudarc panics where a symbol is missing.
+fn open_context() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
     // SAFETY: only dlopen of the driver library names; no symbol is called.
     if !unsafe { cu::is_culib_present() } {
         return Err("no NVIDIA driver: libcuda.so could not be loaded".into());
@@ -270,27 +308,6 @@ fn open_device() -> Result<Arc<Device>, String> {
     unsafe { cu::cuDriverGetVersion(&mut driver_cuda_version) }
         .result()
         .map_err(|e| format!("cuDriverGetVersion: {e}"))?;
-    let arch = format!("sm_{major}{minor}");
-    let compiled = compile_with(&KERNELS[0], &arch, &extra_options())?;
-    let module =
-        ctx.load_module(Ptx::from_binary(compiled.cubin)).map_err(|e| format!("loading the {arch} kernels: {e}"))?;
-    let function = |n: &str| module.load_function(n).map_err(|e| format!("kernel {n}: {e}"));
-    let kernels = Kernels {
-        fwd_chunk: LANE_WIDTHS
-            .iter()
-            .map(|v| function(&format!("seqwise_fwd_chunk_v{v}")))
-            .collect::<Result<_, _>>()?,
-        bwd: LANE_WIDTHS.iter().map(|v| function(&format!("seqwise_bwd_v{v}"))).collect::<Result<_, _>>()?,
-        finalize: function("seqwise_fwd_finalize")?,
-    };
-    for f in &kernels.fwd_chunk {
-        f.set_attribute(
-            cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            fwd_shared_bytes(MAX_EXPERTS) as i32,
-        )
-        .map_err(|e| format!("shared memory of seqwise_fwd_chunk: {e}"))?;
-    }
-    let stream = ctx.default_stream();
     let info = DeviceInfo {
         name,
         ordinal,
@@ -299,7 +316,7 @@ fn open_device() -> Result<Arc<Device>, String> {
         nvrtc_version,
         multiprocessors,
     };
-    Ok(Arc::new(Device { ctx, stream, kernels, info }))
+    Ok((ctx, info))
 }
 
 /// The poison laid between rows and before the first one: a NaN with a
