@@ -179,7 +179,9 @@ impl From<&DeviceInfo> for Device {
 struct Summary {
     tool: &'static str,
     /// "passed", "failed" (a mismatch), "error" (a CUDA error during the
-    /// run), "unavailable" (cannot run here).
+    /// run, or a kernel that does not compile), "unavailable" (cannot run
+    /// here), "timing-only" (--cpu-only without --verify-cpu: nothing
+    /// compared).
     status: &'static str,
     reason: Option<String>,
     /// What was compared: "gpu-vs-cpu", with "+cpu-vs-mpfr" under --verify-cpu;
@@ -413,7 +415,15 @@ fn main() {
         _ => None,
     };
     let failed = gpu_tally.mismatches + cpu_tally.mismatches > 0;
-    summary.status = if failed { "failed" } else { "passed" };
+    // --cpu-only without --verify-cpu compares nothing: a timing run.
+    let compared = device.is_some() || args.verify_cpu;
+    summary.status = if failed {
+        "failed"
+    } else if compared {
+        "passed"
+    } else {
+        "timing-only"
+    };
     if device.is_some() {
         print_mismatches("GPU vs CPU reference", &gpu_tally);
         summary.gpu = Some(gpu_tally.clone());
