@@ -17,6 +17,7 @@
 //! why it is sound.
 
 pub mod device;
+pub mod expf;
 pub mod nvrtc;
 pub mod router;
 pub mod seqwise_loss;
@@ -38,10 +39,12 @@ pub struct KernelSource {
 pub enum KernelId {
     SeqwiseLoss,
     Router,
+    /// The exhaustive check of `bp::exp_cr` (`bitparity-expf-check`).
+    ExpfCheck,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 2] = [KernelId::SeqwiseLoss, KernelId::Router];
+    pub const ALL: [KernelId; 3] = [KernelId::SeqwiseLoss, KernelId::Router, KernelId::ExpfCheck];
 
     pub fn source(self) -> KernelSource {
         match self {
@@ -49,6 +52,9 @@ impl KernelId {
                 KernelSource { name: "seqwise_loss.cu", text: include_str!("../../../kernels/seqwise_loss.cu") }
             }
             KernelId::Router => KernelSource { name: "router.cu", text: include_str!("../../../kernels/router.cu") },
+            KernelId::ExpfCheck => {
+                KernelSource { name: "expf_check.cu", text: include_str!("../../../kernels/expf_check.cu") }
+            }
         }
     }
 }
@@ -57,6 +63,7 @@ impl KernelId {
 pub const HEADERS: &[KernelSource] = &[
     KernelSource { name: "common.cuh", text: include_str!("../../../kernels/common.cuh") },
     KernelSource { name: "expf.cuh", text: include_str!("../../../kernels/expf.cuh") },
+    KernelSource { name: "expf_hard.cuh", text: include_str!("../../../kernels/expf_hard.cuh") },
 ];
 
 /// Values per lane the kernels are instantiated for (V: 32 V >= E).

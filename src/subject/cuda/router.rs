@@ -455,7 +455,7 @@ mod tests {
     #[test]
     fn kernel_source_declares_the_gpu_profile_and_its_constants() {
         let k = KernelId::Router.source();
-        assert_eq!(declared_profile_name(k), Some(RouterProfile::gpu().name.as_str()));
+        assert_eq!(declared_profile_name(&k), Some(RouterProfile::gpu().name.as_str()));
         assert_eq!(define("BP_ROUTER_THREADS"), Some(THREADS as u64));
         assert_eq!(define("BP_GROUP_SHIFT"), Some(GROUP_SHIFT as u64));
         for h in ["#include \"common.cuh\"", "#include \"expf.cuh\""] {
