@@ -2,6 +2,8 @@
 //! share: the size limits of a generated case and the fuzzer's bytes as an
 //! RNG.
 
+pub mod common;
+pub mod router;
 pub mod seqwise_loss;
 
 use crate::knobs;

@@ -11,8 +11,9 @@
 //! consistent), drop padding and layout, simplify values toward 0, 1 and
 //! short binary fractions.
 
+use super::common::{edge_t, is_prime, pick, simpler, simplifications, wide};
 use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS, MAX_OFFSET};
-use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_LANES, GPU_TOKEN_CHUNK};
+use oracles::profile::seqwise_loss::SeqwiseProfile;
 use proptest::prelude::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -123,20 +124,6 @@ pub use super::GenConfig;
 /// Small Es that matter: 1, primes, odd, around warp multiples, not multiples of 4.
 const INTERESTING_E: [usize; 20] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 31, 32, 33, 63, 64, 65, 129, 256, 257];
 
-fn pick<T: Copy, R: Rng + ?Sized>(rng: &mut R, xs: &[T]) -> T {
-    xs[rng.random_range(0..xs.len())]
-}
-
-/// T values next to the edges of the GPU profile and powers of two.
-fn edge_t(max_t: usize) -> Vec<usize> {
-    let mut ns: Vec<usize> = (2..=16).map(|b| 1usize << b).collect();
-    ns.extend([GPU_TOKEN_CHUNK, GPU_LANES, 2 * GPU_TOKEN_CHUNK]);
-    let mut v: Vec<usize> = ns.iter().flat_map(|&n| [n - 1, n, n + 1]).filter(|&t| t <= max_t).collect();
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
 fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usize) {
     let e = if rng.random_bool(0.75) { pick(rng, &INTERESTING_E) } else { rng.random_range(1..=cfg.max_e.max(1)) }
         .min(cfg.max_e.max(1));
@@ -154,19 +141,6 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
         _ => rng.random_range(1..=cap.min(200)),
     };
     (t.min(cap).max(1), e)
-}
-
-/// A random f32 of either sign across the whole exponent range (subnormals,
-/// huge values), mantissa random.
-fn wide<R: Rng + ?Sized>(rng: &mut R, min_exp: i32, max_exp: i32) -> f32 {
-    let exp = rng.random_range(min_exp..=max_exp);
-    let m: f32 = 1.0 + rng.random::<u32>() as f32 / 4_294_967_296.0;
-    let x = (m as f64 * 2f64.powi(exp)) as f32;
-    if rng.random_bool(0.5) {
-        -x
-    } else {
-        x
-    }
 }
 
 fn sigmoid_like<R: Rng + ?Sized>(rng: &mut R) -> f32 {
@@ -360,10 +334,6 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SeqwiseCase {
     }
 }
 
-fn is_prime(n: usize) -> bool {
-    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d))
-}
-
 /// The classes a (valid) case exercises, read off its values.
 pub fn classify(case: &SeqwiseCase) -> BTreeSet<Class> {
     let mut c = BTreeSet::new();
@@ -534,53 +504,6 @@ pub fn shrink_candidates(case: &SeqwiseCase) -> Vec<SeqwiseCase> {
         }
     }
     out
-}
-
-/// Simpler values than x: 0, 1, 0.5, -x toward positive, then x with fewer
-/// mantissa bits.
-fn simplifications(x: f32) -> Vec<f32> {
-    let mut v = Vec::new();
-    for y in [0.0f32, 1.0, 0.5] {
-        if simpler(y, x) {
-            v.push(y);
-        }
-    }
-    if x.is_finite() && x != 0.0 {
-        let bits = x.to_bits();
-        let trailing = (bits & 0x7f_ffff).trailing_zeros().min(23);
-        if trailing < 23 {
-            // Round the mantissa to half as many significant bits.
-            let drop = (23 - trailing).div_ceil(2) + trailing;
-            let mask = !((1u32 << drop) - 1);
-            let y = f32::from_bits(bits & mask);
-            if y.to_bits() != bits {
-                v.push(y);
-            }
-        }
-        if x < 0.0 {
-            v.push(-x);
-        }
-    }
-    v
-}
-
-/// A total "simplicity" order: finite before non-finite, fewer mantissa bits,
-/// smaller magnitude exponent distance from 1.
-fn complexity(x: f32) -> (u32, u32, u32, u32) {
-    if x.is_nan() {
-        return (3, 0, 0, 0);
-    }
-    if x.is_infinite() {
-        return (2, 0, 0, 0);
-    }
-    let bits = x.to_bits();
-    let mant = 24 - (bits & 0x7f_ffff).trailing_zeros().min(23) * (x != 0.0) as u32;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    (if x == 0.0 { 0 } else { 1 }, mant, (exp - 127).unsigned_abs(), bits >> 31)
-}
-
-fn simpler(y: f32, x: f32) -> bool {
-    complexity(y) < complexity(x)
 }
 
 fn keep_rows(case: &SeqwiseCase, rows: &[usize]) -> SeqwiseCase {
