@@ -212,9 +212,8 @@ impl fmt::Display for Class {
 /// The correctly rounded e^y is +inf for every y >= 89 and +0.0 for every
 /// y <= -104 (it never decreases with y; `exp_f32`'s own tests pin both
 /// ends), so the argument is clamped to [-104, 89] first: the same f32 for
-/// every y, and `exp_f32` is never asked about arguments far outside the
-/// f32 range of its result (it does not terminate for some of them, e.g.
-/// y = f32::MAX: MPFR overflows and the Ziv loop widens forever).
+/// every y, and the logit searches never take `exp_f32` far outside the
+/// range of its result (an older `exp_f32` did not terminate there).
 pub fn score(x: f32) -> f32 {
     1.0 / (1.0 + exp_f32((-x).clamp(EXP_ZERO_BELOW, EXP_INF_ABOVE)))
 }
