@@ -17,7 +17,7 @@ use bitparity::gen::GenConfig;
 use bitparity::harness::{case_at, Harness};
 use bitparity::knobs;
 use bitparity::props::{applies, conformance, judge, Property, References};
-use bitparity::subject::{Subject, SubjectError, SubjectRef};
+use bitparity::subject::{SubjectError, SubjectRef};
 use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS};
 use oracles::op::router::Router;

@@ -16,6 +16,7 @@
 //! and one line in [`ops`].
 
 pub mod registry;
+pub mod router;
 pub mod seqwise_loss;
 
 pub use registry::{op_by_name, ops, DynOp};

@@ -10,6 +10,7 @@ use crate::runner::replay::{replay_entry, EntryReplay, ReplaySubjects};
 use crate::runner::{self, OpSummary, Plan};
 use crate::selftest::{self, BugReport};
 use crate::subject::{Skip, SubjectRef};
+use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use std::marker::PhantomData;
 use std::path::Path;
@@ -164,10 +165,11 @@ impl<O: Harness> DynOp for Registered<O> {
 }
 
 static SEQWISE_LOSS: Registered<SeqwiseLoss> = Registered::new();
+static ROUTER: Registered<Router> = Registered::new();
 
 /// Every op, one line each.
-pub fn ops() -> [&'static dyn DynOp; 1] {
-    [&SEQWISE_LOSS]
+pub fn ops() -> [&'static dyn DynOp; 2] {
+    [&SEQWISE_LOSS, &ROUTER]
 }
 
 /// The op named `name`.
