@@ -1,5 +1,5 @@
 //! What the fuzz targets check, for every op: `fuzz/fuzz_targets/<target>.rs`
-//! is one call into [`run_target`]; `bitparity import` judges an artifact
+//! is one call into [`crate::harness::registry::run_fuzz_target`]; `bitparity import` judges an artifact
 //! exactly as its target did.
 //!
 //! Each op has two targets, `<prefix>_fwd` and `<prefix>_bwd` (`loss_fwd`,
@@ -208,19 +208,4 @@ pub fn report<O: Harness>(target: &str, case: &O::Case, f: &Failure) -> String {
     let subject = if f.subject == MPFR_SUBJECT { String::new() } else { format!(" --subject {}", f.subject) };
     let _ = writeln!(out, "shrink it and keep it as a regression: bitparity import <artifact>{subject}");
     out
-}
-
-/// The body of fuzz target `target` (`loss_bwd`, `router_fwd`, ...): the
-/// bytes become a case; any failure panics with [`report`], which libFuzzer
-/// records as a crash. An unknown target name or a bad
-/// `BITPARITY_FUZZ_SUBJECT` ends the process with a message (exit 2): a
-/// usage error, not a finding.
-pub fn run_target(target: &str, data: &[u8]) {
-    match crate::harness::registry::target(target) {
-        Some((op, dir)) => op.fuzz(dir, target, data),
-        None => {
-            eprintln!("bitparity fuzz: unknown target {target:?}");
-            std::process::exit(2);
-        }
-    }
 }

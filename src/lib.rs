@@ -5,7 +5,8 @@
 //! [`oracles`] crate; the [`runner`] shrinks failures and keeps them, as
 //! values, in the [`corpus`]. Each op plugs in through its [`harness`]; its
 //! kernel [`model`] (the op written a second time) and its [`planted`] bugs
-//! are subjects like any other.
+//! are subjects like any other. [`testing`] is the face a kernel crate
+//! calls from its own `cargo test`.
 
 pub mod corpus;
 pub mod fsio;
@@ -22,5 +23,6 @@ pub mod runner;
 pub mod selftest;
 pub mod shrink;
 pub mod subject;
+pub mod testing;
 
 pub use oracles;

@@ -456,7 +456,7 @@ fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, 
                     "{}: {} fails {} ({}); shrunk from {} to {}",
                     i.target, r.subject, r.property, r.message, r.original_shape, r.shrunk_shape
                 );
-                eprint!("{}", report::failure_text(r));
+                eprint!("{}", r.text());
                 use bitparity::runner::SaveNote;
                 return match &r.save {
                     SaveNote::Saved { path } | SaveNote::Repaired { path } | SaveNote::Known { path } => {

@@ -2,7 +2,7 @@
 //! (`--markdown`, the nightly report), and its verdict and exit code.
 
 use crate::gen::GenConfig;
-use crate::runner::{FailureRecord, OpSummary, SaveNote};
+use crate::runner::OpSummary;
 use crate::subject::Skip;
 use serde::Serialize;
 use std::fmt::Write;
@@ -77,39 +77,6 @@ fn ratio_text(r: f64) -> String {
     } else {
         format!("{r:.2e}")
     }
-}
-
-/// One failure, as printed when it is found and in the table's tail.
-pub fn failure_text(f: &FailureRecord) -> String {
-    let mut out = String::new();
-    let at = f.case_index.map(|i| format!("case {i} ")).unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "FAILED {} / {} / {} ({}): {at}({}), shrunk to {}",
-        f.op, f.property, f.subject, f.profile, f.original_shape, f.shrunk_shape
-    );
-    let _ = writeln!(out, "  {}", f.message);
-    for line in f.shrunk_case.lines() {
-        let _ = writeln!(out, "  | {line}");
-    }
-    match &f.save {
-        SaveNote::Saved { path } => {
-            let _ = writeln!(out, "  saved to {} (new corpus entry: commit it)", path.display());
-        }
-        SaveNote::Repaired { path } => {
-            let _ = writeln!(out, "  saved to {} (replacing an unreadable file of that name)", path.display());
-        }
-        SaveNote::Known { path } => {
-            let _ = writeln!(out, "  already in the corpus: {}", path.display());
-        }
-        SaveNote::NotSaved { reason } => {
-            let _ = writeln!(out, "  not saved: {reason}");
-        }
-    }
-    for r in &f.reproduce {
-        let _ = writeln!(out, "  reproduce: {r}");
-    }
-    out
 }
 
 fn notes(r: &crate::runner::RowStats) -> String {
@@ -207,7 +174,7 @@ pub fn to_table(run: &RunReport) -> String {
             let _ = writeln!(out, "\nSKIPPED {}: {}", sk.suite, sk.reason);
         }
         for f in &s.failures {
-            let _ = write!(out, "\n{}", failure_text(f));
+            let _ = write!(out, "\n{}", f.text());
         }
     }
     for u in &run.unavailable {
@@ -336,7 +303,7 @@ pub fn to_markdown(run: &RunReport, title: &str) -> String {
             let _ = writeln!(md, "\nSKIPPED {}: {}", sk.suite, sk.reason);
         }
         for f in &s.failures {
-            let _ = write!(md, "\n```\n{}```\n", failure_text(f));
+            let _ = write!(md, "\n```\n{}```\n", f.text());
         }
     }
     md

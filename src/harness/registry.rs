@@ -186,3 +186,18 @@ pub fn target(target: &str) -> Option<(&'static dyn DynOp, Direction)> {
             .map(|d| (o, d))
     })
 }
+
+/// The body of fuzz target `target` (`loss_bwd`, `router_fwd`, ...): the
+/// bytes become a case; any failure panics with the failure's report, which
+/// libFuzzer records as a crash. An unknown target name or a bad
+/// `BITPARITY_FUZZ_SUBJECT` ends the process with a message (exit 2): a
+/// usage error, not a finding.
+pub fn run_fuzz_target(name: &str, data: &[u8]) {
+    match target(name) {
+        Some((op, dir)) => op.fuzz(dir, name, data),
+        None => {
+            eprintln!("bitparity fuzz: unknown target {name:?}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -15,6 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use oracles::op::{Op, Profile};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -114,6 +115,43 @@ pub struct FailureRecord {
     pub save: SaveNote,
     /// Commands that reproduce it.
     pub reproduce: Vec<String>,
+}
+
+impl FailureRecord {
+    /// The failure as printed when it is found and in the table's tail: what
+    /// failed, the shrunk case, where it was saved, how to reproduce it.
+    pub fn text(&self) -> String {
+        let f = self;
+        let mut out = String::new();
+        let at = f.case_index.map(|i| format!("case {i} ")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "FAILED {} / {} / {} ({}): {at}({}), shrunk to {}",
+            f.op, f.property, f.subject, f.profile, f.original_shape, f.shrunk_shape
+        );
+        let _ = writeln!(out, "  {}", f.message);
+        for line in f.shrunk_case.lines() {
+            let _ = writeln!(out, "  | {line}");
+        }
+        match &f.save {
+            SaveNote::Saved { path } => {
+                let _ = writeln!(out, "  saved to {} (new corpus entry: commit it)", path.display());
+            }
+            SaveNote::Repaired { path } => {
+                let _ = writeln!(out, "  saved to {} (replacing an unreadable file of that name)", path.display());
+            }
+            SaveNote::Known { path } => {
+                let _ = writeln!(out, "  already in the corpus: {}", path.display());
+            }
+            SaveNote::NotSaved { reason } => {
+                let _ = writeln!(out, "  not saved: {reason}");
+            }
+        }
+        for r in &f.reproduce {
+            let _ = writeln!(out, "  reproduce: {r}");
+        }
+        out
+    }
 }
 
 /// Everything a run of one op found.
@@ -452,7 +490,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                         &plan.save,
                         crate::shrink::BUDGET,
                     );
-                    bar.println(crate::report::failure_text(&record));
+                    bar.println(record.text());
                     lock(&state).failures.push(record);
                 }
             });
