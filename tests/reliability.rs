@@ -247,8 +247,9 @@ fn sigint_without_a_failure_exits_130() {
 /// bad one is reported with its path and reason, the good ones still
 /// replay, the run fails (exit 1), quickly and in little memory (the old
 /// code stopped at the first bad file, took `0x1p-2000` as zero, ignored
-/// unknown keys, read a missing `padding` as null, and aborted on a 4 PB
-/// allocation for a huge row stride).
+/// unknown keys, read a missing `padding` as null, aborted on a 4 PB
+/// allocation for a huge row stride and spent 1 GB and seconds on a smaller
+/// one).
 #[test]
 fn bad_files_in_a_corpus_are_each_reported_and_the_rest_replays() {
     let dir = tmp("badfiles");
@@ -279,11 +280,17 @@ fn bad_files_in_a_corpus_are_each_reported_and_the_rest_replays() {
     huge["case"]["scores"] = serde_json::json!(["0x1p0", "0x1p0"]);
     huge["case"]["layout"]["row_stride"] = serde_json::json!(1u64 << 50);
     write_json(&op.join("huge-stride.json"), &huge);
+    // Within MAX_STORAGE (2^28 elements) but a 2^28-element gap between two
+    // rows: 1 GiB and seconds per subject before the gap was bounded.
+    huge["case"]["layout"]["row_stride"] = serde_json::json!((1u64 << 28) - 2);
+    write_json(&op.join("big-gap.json"), &huge);
     let mut bug = good.clone();
     bug["subject"] = serde_json::json!("bug:no-such-bug");
     write_json(&op.join("unknown-bug.json"), &bug);
 
-    let r = run(bitparity_limited(1 << 20).arg("replay").arg(&dir));
+    // 512 MiB of address space: one allocation the size of a huge stride
+    // ends the run (the old code aborted on 4 PB, or took 1 GB and seconds).
+    let r = run(bitparity_limited(512 << 10).arg("replay").arg(&dir));
     no_panic(&r);
     assert_eq!(r.code, Some(1), "{}", r.all());
     assert!(r.seconds < 20.0, "slow: {:.1} s\n{}", r.seconds, r.all());
@@ -303,7 +310,8 @@ fn bad_files_in_a_corpus_are_each_reported_and_the_rest_replays() {
         ("missing-padding.json", "missing field `padding`"),
         ("inexact.json", "0x1p-2000"),
         ("malformed-float.json", "0x+1p0"),
-        ("huge-stride.json", "span more than"),
+        ("huge-stride.json", "between rows"),
+        ("big-gap.json", "between rows"),
     ] {
         let l = line(name);
         assert!(l.starts_with("BAD ") || l.starts_with("FAIL"), "{l}");
@@ -314,7 +322,7 @@ fn bad_files_in_a_corpus_are_each_reported_and_the_rest_replays() {
     assert!(r.stdout.contains("no-such-bug"), "{}", r.all());
     assert!(line("good-1.json").starts_with("ok"), "{}", r.all());
     assert!(line("good-2.json").starts_with("ok"), "{}", r.all());
-    assert!(r.stdout.contains("2 passed, 10 failed"), "{}", r.all());
+    assert!(r.stdout.contains("2 passed, 11 failed"), "{}", r.all());
     std::fs::remove_dir_all(dir).ok();
 }
 

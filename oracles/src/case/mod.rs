@@ -13,6 +13,14 @@ pub const MAX_STORAGE: usize = 1 << 28;
 /// Largest supported element offset from a 16-byte-aligned base.
 pub const MAX_OFFSET: usize = 3;
 
+/// The most elements a layout may leave between two rows (row stride - E).
+/// Strided views of wider tensors (a slice of a fused output, padded rows)
+/// leave gaps of a few to a few thousand elements. Without this bound a
+/// stored case of a few hundred bytes (two rows, a stride of 2^28) made every
+/// subject allocate and poison 1 GiB, for seconds; with it, a case's storage
+/// is at most (E + 4096) elements a row: proportional to the values it holds.
+pub const MAX_ROW_GAP: usize = 4096;
+
 /// Where a T x E matrix lies in memory: element `offset` from a 16-byte-
 /// aligned base, rows `row_stride` elements apart. The elements between rows
 /// are never read.
@@ -31,14 +39,21 @@ impl Layout {
 
     /// The elements the storage of `t` rows of `e` values spans: offset +
     /// (t - 1) * row_stride + e, when the layout is valid for them (offset
-    /// at most [`MAX_OFFSET`], row stride at least e) and the span at most
-    /// [`MAX_STORAGE`]; otherwise why not.
+    /// at most [`MAX_OFFSET`], row stride from e to e + [`MAX_ROW_GAP`]) and
+    /// the span at most [`MAX_STORAGE`]; otherwise why not.
     pub fn storage_len(&self, t: usize, e: usize) -> Result<usize, String> {
         if self.offset > MAX_OFFSET {
             return Err(format!("element offset {} is unsupported (0..={MAX_OFFSET})", self.offset));
         }
         if self.row_stride < e {
             return Err(format!("row stride {} is smaller than E = {e}", self.row_stride));
+        }
+        if self.row_stride - e > MAX_ROW_GAP {
+            return Err(format!(
+                "row stride {} leaves {} elements between rows of E = {e} (at most {MAX_ROW_GAP})",
+                self.row_stride,
+                self.row_stride - e
+            ));
         }
         t.saturating_sub(1)
             .checked_mul(self.row_stride)
@@ -59,6 +74,24 @@ impl Layout {
             buf[base..base + e].copy_from_slice(&values[r * e..(r + 1) * e]);
         }
         buf
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn storage_is_bounded_by_the_gap_and_the_total() {
+        let l = |offset, row_stride| Layout { offset, row_stride };
+        assert_eq!(l(3, 8).storage_len(2, 8), Ok(19));
+        assert_eq!(l(0, 8 + MAX_ROW_GAP).storage_len(2, 8), Ok(16 + MAX_ROW_GAP));
+        assert!(l(0, 9 + MAX_ROW_GAP).storage_len(2, 8).unwrap_err().contains("between rows"));
+        assert!(l(0, (1 << 28) - 2).storage_len(2, 1).is_err(), "1 GiB for two values");
+        assert!(l(0, usize::MAX).storage_len(3, 1).is_err());
+        assert!(l(0, 7).storage_len(2, 8).unwrap_err().contains("smaller"));
+        assert!(l(4, 8).storage_len(2, 8).unwrap_err().contains("offset"));
+        assert!(l(0, 4096).storage_len((MAX_STORAGE / 4096) + 2, 4096).unwrap_err().contains("span"));
     }
 }
 
