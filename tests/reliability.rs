@@ -179,14 +179,33 @@ fn sigkill_during_saves_leaves_only_whole_entries() {
         println!("run {i}: killed after {} ms, {}", 3 * i, if saved { "entry saved" } else { "no entry" });
         saved_runs += saved as usize;
     }
+    // A failure is saved when it is found, not after the last case (the old
+    // code lost every failure of a run killed before its end): one more
+    // run, killed as soon as its entry is there.
+    let corpus = dir.join("run-found");
+    let mut child = bitparity()
+        .args(["check", "--subject", "bug:offset-ignored", "--property", "conformance", "--seconds", "60"])
+        .args(["--quiet", "--corpus"])
+        .arg(&corpus)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while json_files(&corpus).is_empty() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(json_files(&corpus).len(), 1, "no entry within 20 s of a 60 s run: saved only at the end?");
     for f in json_files(&dir) {
         let bytes = std::fs::read(&f).unwrap();
         let e = bitparity::corpus::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         assert_eq!(e.subject, "bug:offset-ignored");
     }
     // Whatever was left replays (a torn file would be reported BAD).
-    for i in 0..12 {
-        let corpus = dir.join(format!("run-{i}"));
+    for name in (0..12).map(|i| format!("run-{i}")).chain(["run-found".to_string()]) {
+        let corpus = dir.join(name);
         if !json_files(&corpus).is_empty() {
             let r = run(bitparity().arg("replay").arg(&corpus));
             assert_eq!(r.code, Some(0), "{}", r.all());
