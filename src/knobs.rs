@@ -69,6 +69,16 @@ pub fn recorded() -> Vec<(String, String)> {
     RECORDED.iter().filter_map(|&k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect()
 }
 
+/// `v` as one shell word (quoted when it holds anything but plain
+/// characters), for the reproduce commands a failure prints.
+pub fn shell_word(v: &str) -> String {
+    if !v.is_empty() && v.bytes().all(|c| c.is_ascii_alphanumeric() || b"_-.,:/+=@".contains(&c)) {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +98,8 @@ mod tests {
         assert_eq!(parse_seed("0x10"), Ok(16));
         assert_eq!(parse_seed("18446744073709551615"), Ok(u64::MAX));
         assert!(parse_seed("-1").is_err());
+        assert_eq!(shell_word("64"), "64");
+        assert_eq!(shell_word(" 64 "), "' 64 '");
+        assert_eq!(shell_word("a'b"), "'a'\\''b'");
     }
 }

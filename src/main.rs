@@ -207,7 +207,10 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         None => (a.cases.or(env_cases).or(if seconds.is_some() { None } else { Some(1000) }), 0),
     };
     if cases == Some(0) {
-        return Err("--cases must be at least 1".into());
+        return Err(match a.cases {
+            Some(_) => "--cases must be at least 1".into(),
+            None => format!("{}=0: the case count must be at least 1", knobs::CASES),
+        });
     }
     let gen = GenConfig::from_env()?;
     for p in a.json.iter().chain(&a.markdown) {

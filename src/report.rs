@@ -79,6 +79,18 @@ fn ratio_text(r: f64) -> String {
     }
 }
 
+/// A row's err/bound cell, in the table and the Markdown alike: the worst
+/// ratio; `fd-order` for the finite-difference check (a convergence order,
+/// no ratio); `bitwise` only for properties that compare bits.
+fn measure(k: &crate::runner::RowKey, r: &crate::runner::RowStats) -> String {
+    match r.worst_error_over_bound {
+        Some(x) => ratio_text(x),
+        None if k.subject == crate::props::MPFR_SUBJECT => "fd-order".into(),
+        None if k.property.bitwise() => "bitwise".into(),
+        None => "-".into(),
+    }
+}
+
 fn notes(r: &crate::runner::RowStats) -> String {
     let mut v = Vec::new();
     if r.near_ties > 0 {
@@ -134,12 +146,7 @@ pub fn to_table(run: &RunReport) -> String {
                 );
                 continue;
             }
-            let measure = match r.worst_error_over_bound {
-                Some(x) => ratio_text(x),
-                None if k.subject == crate::props::MPFR_SUBJECT => "fd-order".into(),
-                None if k.property.bitwise() => "bitwise".into(),
-                None => "-".into(),
-            };
+            let measure = measure(k, r);
             let _ = writeln!(
                 out,
                 "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  {}{}",
@@ -282,12 +289,7 @@ pub fn to_markdown(run: &RunReport, title: &str) -> String {
         for (k, r) in &s.rows {
             let (cases, failures, measure, note) = match &r.not_applicable {
                 Some(why) => ("-".to_string(), "-".to_string(), "-".to_string(), format!("n/a: {why}")),
-                None => (
-                    r.cases.to_string(),
-                    r.failures.to_string(),
-                    r.worst_error_over_bound.map(ratio_text).unwrap_or_else(|| "bitwise".into()),
-                    notes(r),
-                ),
+                None => (r.cases.to_string(), r.failures.to_string(), measure(k, r), notes(r)),
             };
             let _ = writeln!(
                 md,

@@ -9,7 +9,6 @@ use crate::planted::router::RouterBug;
 use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef};
 use oracles::case::hexf;
 use oracles::case::router::{RouterBackward, RouterCase, RouterForward};
-use oracles::case::Layout;
 use oracles::op::router::Router;
 use oracles::profile::router::RouterProfile;
 use proptest::test_runner::TestRng;
@@ -95,7 +94,7 @@ impl Harness for Router {
             }
             Metamorphic::OffsetStride => {
                 let mut c = case.clone();
-                c.layout = Layout { offset: (case.layout.offset + 1) % 4, row_stride: case.layout.row_stride + 3 };
+                c.layout = case.layout.relaid(case.t, case.e);
                 vec![global("relaid out", c, identity)]
             }
             Metamorphic::BatchInvariance => {

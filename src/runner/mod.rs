@@ -301,8 +301,12 @@ pub fn record_failure<O: Harness>(
     }
     if let (Some(seed), Some(i)) = (seed, case_index) {
         let subject_arg = if subject == MPFR_SUBJECT { String::new() } else { format!(" --subject {subject}") };
+        // The knobs that shaped the generated case come first: without them
+        // the same seed and index give another case.
+        let knobs: String =
+            crate::knobs::recorded().iter().map(|(k, v)| format!("{k}={} ", crate::knobs::shell_word(v))).collect();
         reproduce.push(format!(
-            "bitparity check --op {} --seed {seed} --case {i}{subject_arg} --property {property} --no-save",
+            "{knobs}bitparity check --op {} --seed {seed} --case {i}{subject_arg} --property {property} --no-save",
             O::NAME
         ));
     }
