@@ -392,6 +392,17 @@ fn known_failure<O: Harness>(
     })
 }
 
+/// A line on stderr, above the progress bar when there is one: a failure
+/// is said when it is found, with or without a bar (a run killed later has
+/// already shown what it saved).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{}", line.trim_end());
+    } else {
+        bar.println(line.trim_end());
+    }
+}
+
 fn progress_bar(plan: &Plan, op: &str) -> ProgressBar {
     if !plan.progress {
         return ProgressBar::hidden();
@@ -473,13 +484,16 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                 }
                 bar.set_message(format!("{done} cases, {fails} failures"));
                 for key in new_failures {
-                    bar.println(format!(
-                        "{} / {} / {} failed on case {index} ({}): shrinking...",
-                        key.op,
-                        key.property,
-                        key.subject,
-                        shape::<O>(&case)
-                    ));
+                    say(
+                        &bar,
+                        format!(
+                            "{} / {} / {} failed on case {index} ({}): shrinking...",
+                            key.op,
+                            key.property,
+                            key.subject,
+                            shape::<O>(&case)
+                        ),
+                    );
                     let record = record_failure::<O>(
                         Found {
                             property: key.property,
@@ -494,7 +508,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                         &plan.save,
                         crate::shrink::BUDGET,
                     );
-                    bar.println(record.text());
+                    say(&bar, record.text());
                     lock(&state).failures.push(record);
                 }
             });
