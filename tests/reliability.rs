@@ -564,8 +564,8 @@ fn knobs_are_honoured_and_recorded_and_json_goes_to_stdout() {
         .env("BITPARITY_SEED", "0x2a")
         .env("BITPARITY_CASES", "7")
         .env("BITPARITY_MAX_E", "9")
-        .args(["check", "--subject", "model:serial", "--property", "conformance", "--quiet", "--no-save"])
-        .args(["--json", "-"]));
+        .args(["check", "--op", "seqwise_loss", "--subject", "model:serial", "--property", "conformance"])
+        .args(["--quiet", "--no-save", "--json", "-"]));
     assert_eq!(r.code, Some(0), "{}", r.all());
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.all()));
     assert_eq!(v["seed"], 42);
