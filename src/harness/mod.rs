@@ -121,6 +121,21 @@ pub trait Harness: Op {
     fn planted() -> Vec<Planted<Self>>;
 }
 
+/// Rows and values per row a case's compact description shows (the corpus
+/// entry holds them all).
+pub const SHOWN_ROWS: usize = 8;
+pub const SHOWN_VALUES: usize = 16;
+
+/// Values as exact hex floats, `[a, b, ...]`, at most [`SHOWN_VALUES`] of
+/// them and then how many more: for [`Harness::describe`].
+pub fn hex_list(values: &[f32]) -> String {
+    let mut v: Vec<String> = values.iter().take(SHOWN_VALUES).map(|&x| oracles::case::hexf::format(x)).collect();
+    if values.len() > SHOWN_VALUES {
+        v.push(format!("... {} more", values.len() - SHOWN_VALUES));
+    }
+    format!("[{}]", v.join(", "))
+}
+
 /// The RNG of case `index` under `seed`: any case is reproducible alone.
 pub fn case_rng(seed: u64, index: u64) -> TestRng {
     let mut bytes = [0u8; 32];

@@ -1,7 +1,7 @@
 //! `router`'s testing half: its generator, shrinking, transforms, subjects
 //! and planted bugs, plugged into the generic layer.
 
-use super::{Harness, Metamorphic, Planted, Transform};
+use super::{hex_list, Harness, Metamorphic, Planted, Transform, SHOWN_ROWS};
 use crate::gen::router as gen;
 use crate::gen::GenConfig;
 use crate::model::RouterModel;
@@ -161,10 +161,6 @@ impl Subject<Router> for RouterModel {
     }
 }
 
-/// Tokens and values printed per token by [`describe`].
-const SHOWN_ROWS: usize = 8;
-const SHOWN_VALUES: usize = 16;
-
 /// The case compactly: shape and settings, then each token's logits and gw
 /// as exact hex floats.
 pub fn describe(case: &RouterCase) -> String {
@@ -173,7 +169,6 @@ pub fn describe(case: &RouterCase) -> String {
         None => "no fused loss".to_string(),
         Some(l) => format!("fused loss ({:?}, g = {})", l.clamp_tie, hexf::format(l.g)),
     };
-    let bias: Vec<String> = case.bias.iter().take(SHOWN_VALUES).map(|&b| hexf::format(b)).collect();
     let _ = writeln!(
         out,
         "T={} E={} G={} L={} k={}, route_scale {}, route_norm {}, {loss}, offset {}, row stride {}",
@@ -187,16 +182,11 @@ pub fn describe(case: &RouterCase) -> String {
         case.layout.offset,
         case.layout.row_stride
     );
-    let _ = writeln!(out, "bias: [{}{}]", bias.join(", "), if case.e > SHOWN_VALUES { ", ..." } else { "" });
+    let _ = writeln!(out, "bias: {}", hex_list(&case.bias));
     for t in 0..case.t.min(SHOWN_ROWS) {
-        let row = case.row(t);
-        let mut vals: Vec<String> = row.iter().take(SHOWN_VALUES).map(|&x| hexf::format(x)).collect();
-        if row.len() > SHOWN_VALUES {
-            vals.push(format!("... {} more", row.len() - SHOWN_VALUES));
-        }
-        let gw: Vec<String> = case.gw[t * case.k..(t + 1) * case.k].iter().map(|&x| hexf::format(x)).collect();
+        let gw = &case.gw[t * case.k..(t + 1) * case.k];
         let pad = if case.is_padding(t) { " (padding)" } else { "" };
-        let _ = writeln!(out, "token {t}{pad}: logits [{}] gw [{}]", vals.join(", "), gw.join(", "));
+        let _ = writeln!(out, "token {t}{pad}: logits {} gw {}", hex_list(case.row(t)), hex_list(gw));
     }
     if case.t > SHOWN_ROWS {
         let _ = writeln!(out, "... {} more tokens (the corpus entry holds them all)", case.t - SHOWN_ROWS);

@@ -1,7 +1,7 @@
 //! `seqwise_loss`'s testing half: its generator, shrinking, transforms,
 //! subjects and planted bugs, plugged into the generic layer.
 
-use super::{Harness, Metamorphic, Planted, Transform};
+use super::{hex_list, Harness, Metamorphic, Planted, Transform, SHOWN_ROWS};
 use crate::gen::seqwise_loss as gen;
 use crate::gen::GenConfig;
 use crate::model::SeqwiseModel;
@@ -177,10 +177,6 @@ pub fn invalid_variants(case: &SeqwiseCase) -> Vec<(&'static str, SeqwiseCase)> 
     v
 }
 
-/// Rows and values printed per row by [`describe`].
-const SHOWN_ROWS: usize = 8;
-const SHOWN_VALUES: usize = 16;
-
 /// The case compactly: the shape and settings, then each row's scores as
 /// exact hex floats (and its map entries, its padding flag).
 pub fn describe(case: &SeqwiseCase) -> String {
@@ -200,11 +196,6 @@ pub fn describe(case: &SeqwiseCase) -> String {
         case.layout.row_stride
     );
     for t in 0..case.t.min(SHOWN_ROWS) {
-        let row = case.row(t);
-        let mut vals: Vec<String> = row.iter().take(SHOWN_VALUES).map(|&x| hexf::format(x)).collect();
-        if row.len() > SHOWN_VALUES {
-            vals.push(format!("... {} more", row.len() - SHOWN_VALUES));
-        }
         let map = match &case.objective {
             Objective::ProvidedMap { map } => {
                 let m: String =
@@ -214,7 +205,7 @@ pub fn describe(case: &SeqwiseCase) -> String {
             Objective::UnbiasedTopK { .. } => String::new(),
         };
         let pad = if case.is_padding(t) { " (padding)" } else { "" };
-        let _ = writeln!(out, "row {t}{pad}: [{}]{map}", vals.join(", "));
+        let _ = writeln!(out, "row {t}{pad}: {}{map}", hex_list(case.row(t)));
     }
     if case.t > SHOWN_ROWS {
         let _ = writeln!(out, "... {} more rows (the corpus entry holds them all)", case.t - SHOWN_ROWS);
