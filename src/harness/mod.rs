@@ -208,3 +208,52 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oracles::op::{router::Router, seqwise_loss::SeqwiseLoss};
+    use proptest::prelude::{Rng, RngExt};
+
+    /// Any bytes give a valid case within the fuzz limits; the same bytes
+    /// the same case; one-byte inputs varied cases (the pseudo-random tail);
+    /// 4-byte inputs, which libFuzzer starts from, every class.
+    fn fuzz_bytes_contract<O: Harness>() {
+        let json = |c: &O::Case| serde_json::to_string(c).unwrap_or_default();
+        assert!(O::validate(&from_fuzz_bytes::<O>(&[])).is_ok());
+        for fill in [0x00u8, 0x7f, 0x80, 0xff] {
+            for len in [1, 3, 17, 64, 1000, 5000, 40_000] {
+                let c = from_fuzz_bytes::<O>(&vec![fill; len]);
+                assert!(O::validate(&c).is_ok(), "{} {fill:#x} x {len}", O::NAME);
+            }
+        }
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        for i in 0..1000 {
+            let mut bytes = vec![0u8; rng.random_range(0..(64 << (i % 7)))];
+            rng.fill_bytes(&mut bytes);
+            let c = from_fuzz_bytes::<O>(&bytes);
+            assert!(O::validate(&c).is_ok(), "{} {bytes:?}", O::NAME);
+            assert!(O::size(&c) <= crate::gen::fuzz_config().max_te);
+        }
+        let bytes: Vec<u8> = (0..300u32).map(|i| (i * 37 % 251) as u8).collect();
+        assert_eq!(json(&from_fuzz_bytes::<O>(&bytes)), json(&from_fuzz_bytes::<O>(&bytes)));
+        let distinct: BTreeSet<String> = (0..=255u8).map(|b| json(&from_fuzz_bytes::<O>(&[b]))).collect();
+        assert!(distinct.len() > 200, "{}: {} distinct cases of 256 one-byte inputs", O::NAME, distinct.len());
+        let mut seen = BTreeSet::new();
+        for i in 0..3000u32 {
+            seen.extend(O::classify(&from_fuzz_bytes::<O>(&i.to_le_bytes())));
+        }
+        let missing: Vec<String> = O::classes().iter().filter(|c| !seen.contains(c)).map(|c| c.to_string()).collect();
+        assert!(missing.is_empty(), "{}: never generated from 4-byte inputs: {missing:?}", O::NAME);
+    }
+
+    #[test]
+    fn seqwise_loss_fuzz_bytes() {
+        fuzz_bytes_contract::<SeqwiseLoss>();
+    }
+
+    #[test]
+    fn router_fuzz_bytes() {
+        fuzz_bytes_contract::<Router>();
+    }
+}
