@@ -22,7 +22,7 @@
 //! fractions.
 
 use super::common::{edge_t, pick, simpler, simplifications, wide};
-use super::{fuzz_config, fuzz_rng, GenConfig};
+use super::GenConfig;
 use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::seqwise_loss::{topk_order, ClampTie, EPS};
 use oracles::case::{Layout, MAX_OFFSET};
@@ -753,15 +753,6 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> RouterCase {
         None
     };
     RouterCase { t, e, layout, logits, bias, groups, topk_groups: l, k, route_scale, route_norm, padding, gw, loss }
-}
-
-/// The case a fuzzer's input stands for: the bytes (then the pseudo-random
-/// tail of [`fuzz_rng`]) drive [`generate`] with the fixed [`fuzz_config`],
-/// exactly as `seqwise_loss`'s `from_fuzz_bytes` and the generic
-/// `crate::harness::from_fuzz_bytes` do. Any input gives a valid case; an
-/// artifact imports as exactly the case that crashed.
-pub fn from_fuzz_bytes(data: &[u8]) -> RouterCase {
-    generate(&mut fuzz_rng(data), &fuzz_config())
 }
 
 // ---------------------------------------------------------------------------

@@ -583,8 +583,3 @@ mod tests {
         }
     }
 }
-
-/// The case a fuzzer's input stands for (see [`super::fuzz_rng`]).
-pub fn from_fuzz_bytes(data: &[u8]) -> SeqwiseCase {
-    generate(&mut super::fuzz_rng(data), &super::fuzz_config())
-}
