@@ -11,6 +11,7 @@ use bitparity::harness::{available, Harness};
 use bitparity::props::{applies, finite_differences, judge, Property, References};
 use bitparity::shrink::CaseStrategy;
 use bitparity::subject::SubjectKind;
+use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -96,3 +97,4 @@ macro_rules! suites {
 }
 
 suites!(seqwise_loss, SeqwiseLoss);
+suites!(router, Router);

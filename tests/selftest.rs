@@ -48,3 +48,13 @@ fn seqwise_loss_planted_bugs_are_caught_and_shrunk() {
 fn seqwise_loss_correct_models_are_not_flagged() {
     correct_models_are_not_flagged::<SeqwiseLoss>();
 }
+
+#[test]
+fn router_planted_bugs_are_caught_and_shrunk() {
+    every_planted_bug_is_caught::<oracles::op::router::Router>();
+}
+
+#[test]
+fn router_correct_models_are_not_flagged() {
+    correct_models_are_not_flagged::<oracles::op::router::Router>();
+}
