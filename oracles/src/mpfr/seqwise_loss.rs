@@ -1,11 +1,10 @@
 //! The exact `seqwise_loss` (forward, backward) and the gradient check.
 
 pub use super::reference::ExactResult;
-use super::{with_precision, Exact};
+use super::{with_precision, Bound, Exact};
 use crate::case::seqwise_loss::SeqwiseError;
 use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
-use crate::expf::pow2_neg;
-use crate::num::{add_up, mul_up, Num};
+use crate::num::Num;
 use crate::op::seqwise_loss::SeqwiseLoss;
 pub use crate::op::GradientCheck;
 use crate::profile::seqwise_loss::SeqwiseProfile;
@@ -100,7 +99,7 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         let quotient = |step: &Float| -> Exact {
             let plus = row_objective(row, k, step, &a, provided);
             let minus = row_objective(row, k, &Float::with_val(FD_PREC, -step), &a, provided);
-            let two_h = Exact { v: Float::with_val(FD_PREC, step * 2u32), err: 0.0 };
+            let two_h = Exact::new(Float::with_val(FD_PREC, step * 2u32), Bound::ZERO);
             plus.add(&minus.neg()).div(&two_h)
         };
         let d1 = quotient(&h);
@@ -112,9 +111,12 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         // bounds moved to the right: 2 e1 + 3 e2 + ea.
         let lhs = Float::with_val_round(FD_PREC, &d2.v - &am.v, Round::Zero).0.abs();
         let spread = Float::with_val_round(FD_PREC, &d1.v - &d2.v, Round::AwayZero).0.abs();
-        let slack = add_up(add_up(mul_up(2.0, d1.err), mul_up(3.0, d2.err)), am.err);
+        // The bounds as Bounds (any magnitude), summed upward, then as an MPFR
+        // number at least as large (+inf where nothing is known: no failure).
+        let (two, three) = (Bound::from_f64(2.0), Bound::from_f64(3.0));
+        let slack = two.mul_up(d1.err).add_up(three.mul_up(d2.err)).add_up(am.err).to_float();
         let doubled = spread * 2u32; // exact
-        let rhs = Float::with_val_round(FD_PREC, &doubled + slack, Round::Up).0;
+        let rhs = Float::with_val_round(FD_PREC, &doubled + &slack, Round::Up).0;
         if lhs > rhs {
             out.failures.push(format!(
                 "d raw/d s[{t}][{k}]: analytic {:e}, finite difference {:e}",
@@ -141,8 +143,12 @@ fn row_objective(row: &[f32], k: usize, step: &Float, a: &[Exact], provided: boo
                 // then carried as the input's bound, so the quotient's
                 // bound covers f(s + h), not f(the rounded s + h).
                 let (moved, dir) = Float::with_val_round(FD_PREC, &v.v + step, Round::Nearest);
-                let err = if dir == Ordering::Equal { 0.0 } else { mul_up(pow2_neg(FD_PREC), super::abs_up(&moved)) };
-                v = Exact { v: moved, err };
+                let err = if dir == Ordering::Equal {
+                    Bound::ZERO
+                } else {
+                    Bound::pow2(-(FD_PREC as i64)).mul_up(Bound::abs_up(&moved))
+                };
+                v = Exact::new(moved, err);
             }
             v
         })
