@@ -160,7 +160,7 @@ fn non_finite_logits_are_unbounded_never_outside() {
 }
 
 #[test]
-fn saturated_logits_settle_at_the_starting_precision() {
+fn saturated_logits_leave_nothing_undetermined() {
     // Logits whose e^-x lies far outside f64's range (-10000: e^10000 is about
     // 2^14427) or MPFR's (-f32::MAX, -1e30), in every place of a row (chosen
     // or not), with a fused loss: the exact s is a tiny positive real whose
