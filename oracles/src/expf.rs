@@ -95,8 +95,7 @@
 //! [`crate::num::Bounded::exp`] uses it, with a margin, only to bound the
 //! propagation of an input's error, never for a result's bits.
 
-use crate::mpfr::{abs_up, correctly_rounded, Exact};
-use crate::num::mul_up;
+use crate::mpfr::{correctly_rounded, Bound, Exact};
 use rug::float::Round;
 use rug::Float;
 
@@ -230,10 +229,9 @@ pub fn exp_f32_mpfr(x: f32) -> f32 {
         // x has 24 significant bits: exact at precision 24. MPFR's exp is
         // correctly rounded to nearest, so |v - e^x| <= 2^-prec |v|.
         let (v, _) = Float::with_val_round(prec, Float::with_val(24, x).exp_ref(), Round::Nearest);
-        // Far from the f32 range, settle at once: the f64 error bound below
-        // cannot describe a value beyond the f64 range (past 2^1024 it is
-        // infinite, below 2^-1074 larger than the value itself), and the
-        // loop would never end.
+        // Far from the f32 range, settle at once (the interval test below
+        // would come to the same answer, with its error bound held in a
+        // [`Bound`] at any magnitude, only more slowly).
         if v.is_infinite() || v >= TWO_POW_129 {
             // e^x >= v (1 - 2^-prec) > 2^128: the f32 rounding is +inf.
             return f32::INFINITY;
@@ -242,8 +240,8 @@ pub fn exp_f32_mpfr(x: f32) -> f32 {
             // e^x <= v (1 + 2^-prec) < 2^-150: the f32 rounding is +0.0.
             return 0.0;
         }
-        let err = mul_up(abs_up(&v), pow2_neg(prec));
-        if let Some(r) = correctly_rounded(&Exact { v, err }) {
+        let err = Bound::abs_up(&v).mul_up(Bound::pow2(-(prec as i64)));
+        if let Some(r) = correctly_rounded(&Exact::new(v, err)) {
             return r;
         }
         prec *= 2;
@@ -302,7 +300,7 @@ pub fn rounding_interval(r: f32) -> (Option<f64>, Option<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::num::add_up;
+    use crate::num::{add_up, mul_up};
     use std::sync::atomic::{AtomicU64, Ordering};
 
     const U: f64 = 1.0 / 9_007_199_254_740_992.0; // 2^-53

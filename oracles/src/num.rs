@@ -99,8 +99,10 @@ impl Num for f32 {
 /// - max(x, c), |x|, -x and a select are 1-Lipschitz (or exact): e_z = e_x.
 ///
 /// The [`crate::mpfr::Exact`] type applies the same rules with 2^-p in place
-/// of u, no eta (MPFR's exponent range is unbounded) and no rounding term
-/// where MPFR reports the operation exact.
+/// of u, no eta (MPFR's exponent range reaches 2^(+-2^30); an underflow to
+/// zero is bounded by MPFR's smallest positive number) and no rounding term
+/// where MPFR reports the operation exact, its bound held in a
+/// [`crate::mpfr::Bound`] (any magnitude MPFR reaches) instead of an f64.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Bounded {
     pub x: f32,

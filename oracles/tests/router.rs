@@ -11,7 +11,7 @@ use oracles::case::Layout;
 use oracles::expf::exp_f32;
 use oracles::mpfr::reference::{exact_backward, exact_forward, BackwardReference, ForwardReference};
 use oracles::mpfr::router::{check_gradient, check_gradient_against, gradient_entries, FD_PREC};
-use oracles::mpfr::{with_precision, Exact};
+use oracles::mpfr::{correctly_rounded, with_precision, Exact, START_PREC};
 use oracles::num::Num;
 use oracles::op::router::Router;
 use oracles::op::{backward, forward, Op};
@@ -157,6 +157,60 @@ fn non_finite_logits_are_unbounded_never_outside() {
         }
     }
     assert!(unbounded > 0);
+}
+
+#[test]
+fn saturated_logits_leave_nothing_undetermined() {
+    // Logits whose e^-x lies far outside f64's range (-10000: e^10000 is about
+    // 2^14427) or MPFR's (-f32::MAX, -1e30), in every place of a row (chosen
+    // or not), with a fused loss: the exact s is a tiny positive real whose
+    // f32 rounding is +0.0 (s < e^x < 2^-150), or 1.0 (x >= 200: 1 - s <
+    // e^-x < 2^-25), and every output settles, the forward at the first
+    // precision, none undetermined, none outside its bound.
+    let row = [-10000.0, 0.5, -f32::MAX, 10000.0, -1e30, f32::MAX, -200.0, -1.25];
+    let mut logits = row.to_vec();
+    logits.extend(row.iter().rev());
+    let c = RouterCase {
+        t: 2,
+        e: 8,
+        layout: Layout::dense(8),
+        logits,
+        bias: vec![0.0, 0.25, 0.0, -0.5, 0.125, 0.0, 0.0, 0.0],
+        groups: 2,
+        topk_groups: 2,
+        k: 3,
+        route_scale: 2.5,
+        route_norm: true,
+        padding: None,
+        gw: vec![1.0, -0.5, 0.25, 2.0, 1.0, -1.0],
+        loss: Some(FusedLoss { clamp_tie: ClampTie::Strict, g: 0.75 }),
+    };
+    for p in RouterProfile::all() {
+        let fr = ForwardReference::<Router>::new(&c, &p).unwrap();
+        assert_eq!((fr.exact.prec, fr.exact.undetermined), (START_PREC, 0), "{}", p.name);
+        for (x, s) in c.logits.iter().zip(&fr.exact.out.scores) {
+            let want = if *x <= -200.0 {
+                0.0
+            } else if *x >= 200.0 {
+                1.0
+            } else {
+                exp_f32(0.0) / (1.0 + exp_f32(-x))
+            };
+            assert_eq!(correctly_rounded(s).map(f32::to_bits), Some(want.to_bits()), "s({x}) = {s:?}");
+            assert!(s.err.is_finite(), "s({x}) = {s:?}");
+        }
+        let acc = fr.judge(&c, &forward::<Router>(&c, &p).unwrap());
+        assert!(acc.outside.is_empty(), "{:?}", acc.outside);
+        // The backward takes one doubling: for x = 10000, 1 - s (about
+        // e^-10000) is 1 - 1 = 0 at 128 bits, with s's bound of some 2^-127,
+        // so grad = (gs (1 - s)) s is 0 +- |gs| 2^-127, which holds f32
+        // subnormals; at 256 bits the interval holds only zeros.
+        let br = BackwardReference::<Router>::new(&c, &p).unwrap();
+        assert_eq!((br.exact.prec, br.exact.undetermined), (2 * START_PREC, 0), "{}", p.name);
+        assert!(br.exact.out.grad.iter().all(|g| g.err.is_finite()));
+        let acc = br.judge(&c, &backward::<Router>(&c, &p).unwrap());
+        assert!(acc.outside.is_empty(), "{:?}", acc.outside);
+    }
 }
 
 #[test]

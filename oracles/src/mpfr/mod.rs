@@ -3,21 +3,34 @@
 //!
 //! # The exact value type and its precision
 //!
-//! [`Exact`] is an MPFR number at precision p plus a rigorous bound (an f64,
-//! every operation on it rounded upward) on its distance from the real-number
-//! value. Each MPFR operation is correctly rounded to nearest; when MPFR
+//! [`Exact`] is an MPFR number at precision p plus a rigorous bound on its
+//! distance from the real-number value, a [`Bound`]: a non-negative real
+//! kept as an f64 significand and an i64 binary exponent, every operation on
+//! it rounded upward ([`bound`] says why that and not an f64 or an MPFR
+//! number). Each MPFR operation is correctly rounded to nearest; when MPFR
 //! reports it exact (the ternary value), it adds no error, otherwise at most
-//! 2^-p |z|, which is 2^-p exactly ([`crate::expf::pow2_neg`]: an f64
-//! subnormal at p = 1024, never a zero) times |z| rounded up. f64 bounds
-//! below 2^-1074 round up to 2^-1074 (`mul_up`), never down to zero.
+//! 2^-p |z| (2^-p and |z| rounded up, both exact or upward in a `Bound`).
 //!
-//! MPFR's exponent range (about 2^+-2^30) holds every sum, product and
-//! quotient of f32 values the ops compute; only `exp` of an argument beyond
-//! about 7e8 in magnitude leaves it. An inexact zero is such an underflow
-//! (round to nearest never turns a non-zero value in range into zero): its
-//! error is below MPFR's smallest positive number, far below 2^-1074, which
-//! is what it is given. An inexact infinity is an overflow: the real value is
-//! finite and no finite bound holds (+inf).
+//! The bound lives in the same range as the values. An f64 bound did not:
+//! e^10000 (about 2^14427, from a logit of -10000) is an ordinary MPFR
+//! number, but its error, 2^-128 of it, was +inf in f64, and so was every
+//! bound computed from it (the sigmoid 1 / (1 + e^10000), about 2^-14427, its
+//! weights and gradients): Ziv's loop climbed to [`MAX_PREC`] and reported
+//! outputs undetermined whose rounding (+0.0) is obvious. A `Bound` reaches
+//! 2^(+-2^60), beyond MPFR's own exponent range (2^(+-2^30)) both ways, and
+//! an error below 2^-1074 is kept as it is, not raised to 2^-1074.
+//!
+//! MPFR's exponent range holds every sum, product and quotient of f32 values
+//! the ops compute; only `exp` of an argument beyond about 7.4e8 in
+//! magnitude leaves it (e^f32::MAX is about 2^(4.9e38)). An inexact zero is
+//! an underflow (round to nearest never turns a non-zero value in range into
+//! zero): its error is below MPFR's smallest positive number, which is what
+//! it is given. An inexact infinity is an overflow: no finite bound holds
+//! (+inf), except for `exp`, whose overflow is kept as what it is, a finite
+//! real beyond every MPFR number ([`Exact::beyond`]: its sign and a lower
+//! bound of its magnitude). The sigmoid's 1 + e^x and 1 / (1 + e^x) of such
+//! a value are then a real beyond MPFR's range again and a tiny real with a
+//! tiny bound: s for a logit of -f32::MAX settles at +0.0 like the others.
 //!
 //! Non-finite values: the ops follow IEEE where a value is infinite or NaN
 //! (SPEC: NaN propagates; a row whose denominator is exactly zero gives
@@ -43,14 +56,17 @@
 //! ([`rational`], run by [`reference`] at [`MAX_PREC`]) settles. What
 //! neither settles is reported as undetermined, never guessed.
 
+pub mod bound;
 pub mod rational;
 pub mod reference;
 pub mod router;
 pub mod seqwise_loss;
 
-use crate::expf::{exp_up, pow2_neg};
+pub use bound::Bound;
+
+use crate::expf::pow2_neg;
 use crate::num::{add_up, mul_up, Num};
-use rug::float::Round;
+use rug::float::{Constant, Round, Special};
 use rug::Float;
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -86,33 +102,60 @@ fn prec() -> u32 {
 #[derive(Clone, Debug)]
 pub struct Exact {
     pub v: Float,
-    pub err: f64,
+    /// A bound on |v - exact| (+inf: nothing is known).
+    pub err: Bound,
+    /// `Some(l)`: the exact value is a finite real beyond every finite MPFR
+    /// number, of `v`'s sign (`v` is +-inf, as MPFR cannot hold it), with
+    /// magnitude at least `l`, itself at least 2^emax (MPFR's largest
+    /// exponent: every finite MPFR number is below 2^emax). Made by an `exp`
+    /// that overflows MPFR (see the module docs). `err` is then +inf, so
+    /// whatever reads only `v` and `err` sees "nothing known", which is
+    /// always rigorous; the operations that use it are the sum with a
+    /// bounded finite value (a real beyond MPFR's range again), the quotient
+    /// of a bounded finite value by it (a tiny real with a tiny bound), a
+    /// sign change, [`correctly_rounded`] and [`judge`] (a real of that
+    /// magnitude rounds to +-inf in f32). Everything else gives +inf.
+    pub beyond: Option<Bound>,
 }
 
 impl Exact {
+    /// `v` with the bound `err` (a value in MPFR's range).
+    pub fn new(v: Float, err: Bound) -> Self {
+        Exact { v, err, beyond: None }
+    }
+
+    /// `v`, of which nothing is known.
+    fn unknown(v: Float) -> Self {
+        Exact::new(v, Bound::INFINITY)
+    }
+
+    /// A finite MPFR value with a finite bound.
+    fn is_bounded(&self) -> bool {
+        self.beyond.is_none() && self.v.is_finite() && self.err.is_finite()
+    }
+
     /// The result `v` of one MPFR operation (`dir`: its ternary value), given
     /// the error `propagated` from the operands' bounds.
-    fn from_op(v: Float, dir: Ordering, propagated: f64) -> Self {
+    fn from_op(v: Float, dir: Ordering, propagated: Bound) -> Self {
         let err = if !propagated.is_finite() {
-            // Also a NaN from a bound's arithmetic: nothing is known.
-            f64::INFINITY
+            Bound::INFINITY
         } else if !v.is_finite() {
             // MPFR's NaN is always exact; an inexact infinity is an overflow
             // (see the module docs).
             if dir == Ordering::Equal {
                 propagated
             } else {
-                f64::INFINITY
+                Bound::INFINITY
             }
         } else if dir == Ordering::Equal {
             propagated
         } else if v.is_zero() {
-            // An underflow: |exact| < MPFR's smallest positive < 2^-1074.
-            add_up(propagated, pow2_neg(1074))
+            // An underflow: |exact| < MPFR's smallest positive number.
+            propagated.add_up(mpfr_tiny())
         } else {
-            add_up(propagated, mul_up(ulp_scale(), abs_up(&v)))
+            propagated.add_up(ulp_scale().mul_up(Bound::abs_up(&v)))
         };
-        Exact { v, err }
+        Exact::new(v, err)
     }
 
     /// Whether an operation on `x` and `y` with MPFR result `v` meets an
@@ -131,97 +174,179 @@ impl Exact {
     /// being non-zero are the real value's). An exact zero's sign is MPFR's,
     /// which follows IEEE on the same exact operations. Otherwise nothing is
     /// known (+inf): a quotient by an inexact zero, an inexact value that
-    /// may be zero times an infinity, or an MPFR overflow (an inexact
-    /// infinity from finite operands).
+    /// may be zero times an infinity, an MPFR overflow (an inexact infinity
+    /// from finite operands), or a real beyond MPFR's range (its bound is
+    /// +inf: it is no IEEE infinity) where the caller has no rule for it.
     fn ieee(x: &Exact, y: &Exact, v: Float, dir: Ordering) -> Self {
         let determined_nan = |a: &Exact| a.v.is_nan() && a.err.is_finite();
-        let certain = |a: &Exact| {
-            a.err == 0.0 || (a.err.is_finite() && (!a.v.is_finite() || a.v.as_abs().to_f64_round(Round::Down) > a.err))
-        };
+        let certain =
+            |a: &Exact| a.err.is_zero() || (a.err.is_finite() && (!a.v.is_finite() || Bound::abs_down(&a.v) > a.err));
         let determined = determined_nan(x) || determined_nan(y) || (dir == Ordering::Equal && certain(x) && certain(y));
-        Exact { v, err: if determined { 0.0 } else { f64::INFINITY } }
+        Exact::new(v, if determined { Bound::ZERO } else { Bound::INFINITY })
+    }
+
+    /// x + y where one of them is beyond MPFR's range ([`Exact::beyond`]):
+    /// with the other one bounded finite, |x + y| >= l - (|o| + e_o), of the
+    /// far one's sign, beyond MPFR's range again while that stays >= 2^emax.
+    fn add_beyond(x: &Exact, y: &Exact) -> Self {
+        let (v, dir) = Float::with_val_round(prec(), &x.v + &y.v, Round::Nearest);
+        let (far, l, other) = match (x.beyond, y.beyond) {
+            (Some(l), None) => (x, l, y),
+            (None, Some(l)) => (y, l, x),
+            _ => return Exact::ieee(x, y, v, dir),
+        };
+        if !other.is_bounded() {
+            return Exact::ieee(x, y, v, dir);
+        }
+        let rest = l.sub_down(Bound::abs_up(&other.v).add_up(other.err));
+        if rest < beyond_mpfr() {
+            return Exact::ieee(x, y, v, dir);
+        }
+        Exact { v: far.v.clone(), err: Bound::INFINITY, beyond: Some(rest) }
+    }
+
+    /// x / y where one of them is beyond MPFR's range: for x bounded finite
+    /// and y beyond (|y| >= l), |x / y| <= (|x^| + e_x) / l, around MPFR's
+    /// x^ / +-inf = +-0. Otherwise nothing is known (or IEEE's NaN).
+    fn div_beyond(x: &Exact, y: &Exact) -> Self {
+        let (v, dir) = Float::with_val_round(prec(), &x.v / &y.v, Round::Nearest);
+        match y.beyond {
+            Some(l) if x.is_bounded() => Exact::new(v, Bound::abs_up(&x.v).add_up(x.err).div_up(l)),
+            _ => Exact::ieee(x, y, v, dir),
+        }
+    }
+
+    /// e^r for a real r >= v - err whose exponential overflowed MPFR:
+    /// e^r >= 2^((v - err) / ln 2) >= 2^k, k an integer below that, rounded
+    /// down at every step. Beyond MPFR's range when k >= emax, else (an
+    /// argument whose bound reaches below the overflow threshold) nothing is
+    /// known.
+    fn overflowed_exp(v: &Float, err: Bound) -> Self {
+        let inf = Float::with_val(prec(), Special::Infinity);
+        let lo = Float::with_val_round(64, v - &err.to_float(), Round::Down).0;
+        if lo.partial_cmp(&0) != Some(Ordering::Greater) {
+            return Exact::unknown(inf);
+        }
+        let ln2_up = Float::with_val_round(64, Constant::Log2, Round::Up).0;
+        let q = Float::with_val_round(64, &lo / &ln2_up, Round::Down).0;
+        // An f64 rounded down, then its floor; `as` saturates at i64::MAX.
+        let k = q.to_f64_round(Round::Down).floor() as i64;
+        if k < rug::float::exp_max() as i64 {
+            return Exact::unknown(inf);
+        }
+        Exact { v: inf, err: Bound::INFINITY, beyond: Some(Bound::pow2_down(k)) }
     }
 }
 
-/// 2^-p: the relative error of one MPFR rounding to nearest at precision p,
-/// exact for every p up to 1074 (2^-1024 is a subnormal f64, not 0).
-fn ulp_scale() -> f64 {
-    pow2_neg(prec())
+/// 2^-p: the relative error of one MPFR rounding to nearest at precision p.
+fn ulp_scale() -> Bound {
+    Bound::pow2(-(prec() as i64))
 }
 
-/// |v| as an f64, rounded upward.
-pub fn abs_up(v: &Float) -> f64 {
-    v.as_abs().to_f64_round(Round::Up)
+/// MPFR's smallest positive number, 2^(emin - 1): a bound on a real that
+/// MPFR rounded to zero.
+fn mpfr_tiny() -> Bound {
+    Bound::pow2(rug::float::exp_min() as i64 - 1)
+}
+
+/// 2^emax, above every finite MPFR number: the least magnitude of a value
+/// beyond MPFR's range ([`Exact::beyond`]).
+fn beyond_mpfr() -> Bound {
+    Bound::pow2(rug::float::exp_max() as i64)
+}
+
+/// An upper bound of e^(v + err), by MPFR rounded upward (+inf where that
+/// overflows).
+fn exp_up(v: &Float, err: Bound) -> Bound {
+    let arg = Float::with_val_round(53, v + &err.to_float(), Round::Up).0;
+    Bound::abs_up(&Float::with_val_round(53, arg.exp_ref(), Round::Up).0)
 }
 
 impl Num for Exact {
     /// Exact, infinities and NaN included (each is exactly itself; see the
     /// module docs).
     fn input(x: f32) -> Self {
-        Exact { v: Float::with_val(prec(), x), err: 0.0 }
+        Exact::new(Float::with_val(prec(), x), Bound::ZERO)
     }
     fn add(&self, y: &Self) -> Self {
+        if self.beyond.is_some() || y.beyond.is_some() {
+            return Exact::add_beyond(self, y);
+        }
         let (v, dir) = Float::with_val_round(prec(), &self.v + &y.v, Round::Nearest);
         if Exact::meets_nonfinite(self, y, &v) {
             return Exact::ieee(self, y, v, dir);
         }
-        Exact::from_op(v, dir, add_up(self.err, y.err))
+        Exact::from_op(v, dir, self.err.add_up(y.err))
     }
     fn mul(&self, y: &Self) -> Self {
+        // A real beyond MPFR's range is +-inf here, bound +inf: `ieee` gives
+        // nothing known (or a determined NaN).
         let (v, dir) = Float::with_val_round(prec(), &self.v * &y.v, Round::Nearest);
         if Exact::meets_nonfinite(self, y, &v) {
             return Exact::ieee(self, y, v, dir);
         }
-        let (ax, ay) = (abs_up(&self.v), abs_up(&y.v));
-        let prop = add_up(add_up(mul_up(ax, y.err), mul_up(ay, self.err)), mul_up(self.err, y.err));
+        let (ax, ay) = (Bound::abs_up(&self.v), Bound::abs_up(&y.v));
+        let prop = ax.mul_up(y.err).add_up(ay.mul_up(self.err)).add_up(self.err.mul_up(y.err));
         Exact::from_op(v, dir, prop)
     }
     fn div(&self, y: &Self) -> Self {
+        if self.beyond.is_some() || y.beyond.is_some() {
+            return Exact::div_beyond(self, y);
+        }
         let (v, dir) = Float::with_val_round(prec(), &self.v / &y.v, Round::Nearest);
         if Exact::meets_nonfinite(self, y, &v) {
             return Exact::ieee(self, y, v, dir);
         }
-        if y.err == 0.0 && self.err == 0.0 {
-            return Exact::from_op(v, dir, 0.0);
+        if y.err.is_zero() && self.err.is_zero() {
+            return Exact::from_op(v, dir, Bound::ZERO);
         }
         // |y^| rounded down: a lower bound of the denominator's magnitude.
-        let ay = y.v.as_abs().to_f64_round(Round::Down);
+        let ay = Bound::abs_down(&y.v);
         if ay <= y.err {
-            return Exact { v, err: f64::INFINITY };
+            return Exact::unknown(v);
         }
         // Same propagation rule as the f32 bound (SPEC section 2), with 2^-p
-        // in place of u. |x^/y^| <= (1 + 2^-p)|z^| is formed as
-        // |z^| + 2^-p |z^|, both rounded up: 1 + 2^-p itself is 1.0 in f64
-        // for p > 52.
-        let az = abs_up(&v);
-        let z_exact = add_up(az, mul_up(ulp_scale(), az));
-        let num = add_up(self.err, mul_up(z_exact, y.err));
-        let prop = crate::num::div_up(num, crate::num::sub_down(ay, y.err));
+        // in place of u: |x^/y^| <= (1 + 2^-p)|z^|, formed as
+        // |z^| + 2^-p |z^|, rounded up.
+        let az = Bound::abs_up(&v);
+        let z_exact = az.add_up(ulp_scale().mul_up(az));
+        let num = self.err.add_up(z_exact.mul_up(y.err));
+        let prop = num.div_up(ay.sub_down(y.err));
         Exact::from_op(v, dir, prop)
     }
     /// Exact at the operand's own precision (a sign change never rounds).
     fn neg(&self) -> Self {
-        Exact { v: -self.v.clone(), err: self.err }
+        Exact { v: -self.v.clone(), err: self.err, beyond: self.beyond }
     }
     fn abs(&self) -> Self {
-        Exact { v: self.v.clone().abs(), err: self.err }
+        Exact { v: self.v.clone().abs(), err: self.err, beyond: self.beyond }
     }
     /// MPFR's exp is correctly rounded (no error where it reports exact:
     /// e^0, e^-inf, e^inf); the input's error propagates as in
     /// [`crate::num::Bounded`]'s exp: exp(v + e_v) e_v, with exp(v + e_v)
-    /// bounded above by MPFR ([`exp_up`]). A determined NaN or infinity
-    /// gives a determined NaN, inf or 0.
+    /// bounded above by MPFR (rounded upward). A determined NaN or infinity
+    /// gives a determined NaN, inf or 0. An underflow is a real below MPFR's
+    /// smallest positive number; an overflow of a finite argument, a real
+    /// beyond MPFR's range ([`Exact::beyond`]); the exp of a real beyond
+    /// MPFR's range is left unknown.
     fn exp(&self) -> Self {
         let (v, dir) = Float::with_val_round(prec(), self.v.exp_ref(), Round::Nearest);
-        let prop = if self.err == 0.0 || (!self.v.is_finite() && self.err.is_finite()) {
-            0.0
+        if self.beyond.is_some() {
+            return Exact::unknown(v);
+        }
+        let prop = if self.err.is_zero() || (!self.v.is_finite() && self.err.is_finite()) {
+            Bound::ZERO
         } else if !self.err.is_finite() {
-            f64::INFINITY
+            Bound::INFINITY
         } else {
-            mul_up(exp_up(add_up(self.v.to_f64_round(Round::Up), self.err)), self.err)
+            exp_up(&self.v, self.err).mul_up(self.err)
         };
         if self.v.is_finite() && v.is_zero() {
-            return Exact { v, err: add_up(prop, f64::from_bits(1)) };
+            // |e^r - 0| <= |e^r - e^v| + e^v <= prop + MPFR's smallest positive.
+            return Exact::new(v, prop.add_up(mpfr_tiny()));
+        }
+        if self.v.is_finite() && v.is_infinite() && self.err.is_finite() {
+            return Exact::overflowed_exp(&self.v, self.err);
         }
         Exact::from_op(v, dir, prop)
     }
@@ -263,7 +388,8 @@ pub fn round_to_f32(v: &Float) -> f32 {
 /// real within `err` of `v` rounds to it (rounding is monotone, so both ends
 /// of [v - err, v + err] rounding alike suffices), or, see below, to a zero.
 /// `None` where it does not, or where the bound is infinite (nothing is
-/// known, a NaN included: see the module docs).
+/// known, a NaN included: see the module docs). A real beyond MPFR's range
+/// ([`Exact::beyond`], above 2^emax > 2^128) rounds to +-inf.
 ///
 /// Zeros: where every value of the interval rounds to a zero but the two
 /// ends to zeros of opposite signs, the interval holds 0 and tiny values of
@@ -276,19 +402,24 @@ pub fn round_to_f32(v: &Float) -> f32 {
 /// zero at every precision. When both ends round to the same zero, the
 /// interval lies on one side of 0 and that zero's sign is the correct one.
 pub fn correctly_rounded(x: &Exact) -> Option<f32> {
+    if x.beyond.is_some() {
+        return Some(round_to_f32(&x.v));
+    }
     if !x.err.is_finite() {
         return None;
     }
-    if x.err == 0.0 || !x.v.is_finite() {
+    if x.err.is_zero() || !x.v.is_finite() {
         return Some(round_to_f32(&x.v));
     }
     if let Some(r) = settled_in_f64(x) {
         return Some(r);
     }
-    // x.v - x.err and x.v + x.err, widened outward: the interval only grows.
+    // x.v - x.err and x.v + x.err (err as an MPFR number at least as large),
+    // widened outward: the interval only grows.
     let p = x.v.prec() + 64;
-    let lo = Float::with_val_round(p, &x.v - x.err, Round::Down).0;
-    let hi = Float::with_val_round(p, &x.v + x.err, Round::Up).0;
+    let err = x.err.to_float();
+    let lo = Float::with_val_round(p, &x.v - &err, Round::Down).0;
+    let hi = Float::with_val_round(p, &x.v + &err, Round::Up).0;
     let (a, b) = (round_to_f32(&lo), round_to_f32(&hi));
     if a.to_bits() == b.to_bits() {
         Some(a)
@@ -302,9 +433,10 @@ pub fn correctly_rounded(x: &Exact) -> Option<f32> {
 /// The fast path of [`correctly_rounded`], without MPFR allocations: r is the
 /// f32 nearest to v's f64 approximation; if v lies strictly inside r's
 /// rounding interval (half an ulp of r on each side) with room for both the
-/// f64 conversion error (2^-52 |v|) and `err`, every value within `err` of v
-/// rounds to r. Otherwise (near a boundary, zero, subnormal, overflow) `None`,
-/// and the exact path decides.
+/// f64 conversion error (2^-52 |v|) and `err` (as an f64 rounded up: +inf
+/// beyond f64's range), every value within `err` of v rounds to r. Otherwise
+/// (near a boundary, zero, subnormal, overflow) `None`, and the exact path
+/// decides.
 fn settled_in_f64(x: &Exact) -> Option<f32> {
     let v = x.v.to_f64();
     let r = v as f32;
@@ -317,7 +449,7 @@ fn settled_in_f64(x: &Exact) -> Option<f32> {
     let half = below.min(above) / 2.0;
     // |r - v| is exact (Sterbenz), next_up keeps it an upper bound anyway;
     // 2^-52 |v| bounds the f64 conversion's error (2^-53 would do).
-    let slack = add_up(add_up((r as f64 - v).abs().next_up(), mul_up(v.abs(), pow2_neg(52))), x.err);
+    let slack = add_up(add_up((r as f64 - v).abs().next_up(), mul_up(v.abs(), pow2_neg(52))), x.err.to_f64_up());
     (slack < half).then_some(r)
 }
 
@@ -338,7 +470,12 @@ pub enum Verdict {
 /// exact value `exact`. NaN is within only where the exact value is NaN too.
 ///
 /// Rigour: if |computed - real| <= bound, then |computed - v| <=
-/// bound + exact.err, so "outside" is never raised on a correct result.
+/// bound + exact.err, so "outside" is never raised on a correct result:
+/// |computed - v| is rounded toward zero, bound + exact.err upward, and the
+/// two are compared exactly as [`Bound`]s, whatever their magnitudes (an
+/// exact.err below 2^-1074 or above f64's range included). A real beyond
+/// MPFR's range is judged as an infinity: it rounds to one, and no finite
+/// f32 is within an f64 bound of it.
 /// That needs only a rigorous `exact.err`, not a settled rounding: an output
 /// left undetermined, or settled by the rational evaluation
 /// ([`reference`]), is judged the same way. Judging against the rational
@@ -347,7 +484,7 @@ pub enum Verdict {
 /// second value type in the verdict. The sign of a zero is not judged:
 /// |computed - v| sees magnitudes.
 pub fn judge(computed: f32, bound: f64, exact: &Exact) -> Verdict {
-    if !exact.err.is_finite() {
+    if exact.beyond.is_none() && !exact.err.is_finite() {
         // Nothing is known of the real value (see the module docs).
         return Verdict::Unbounded;
     }
@@ -373,11 +510,12 @@ pub fn judge(computed: f32, bound: f64, exact: &Exact) -> Verdict {
     if bound.is_infinite() {
         return Verdict::Unbounded;
     }
-    // |computed - v| rounded toward zero at both steps (MPFR, then f64), so
-    // rounding never raises an alarm.
+    // |computed - v| rounded toward zero at both steps (MPFR, then to 53
+    // bits), bound + exact.err upward, so rounding never raises an alarm.
     let diff = Float::with_val_round(exact.v.prec() + 32, &exact.v - computed, Round::Zero).0;
+    let within = Bound::abs_down(&diff) <= Bound::from_f64(bound).add_up(exact.err);
+    // The ratio is only reported.
     let diff = diff.to_f64_round(Round::Zero).abs();
-    let allowed = add_up(bound, exact.err);
     let ratio = if diff == 0.0 {
         0.0
     } else if bound == 0.0 {
@@ -385,7 +523,7 @@ pub fn judge(computed: f32, bound: f64, exact: &Exact) -> Verdict {
     } else {
         diff / bound
     };
-    if diff <= allowed {
+    if within {
         Verdict::Within { ratio: ratio.min(1.0) }
     } else {
         Verdict::Outside { ratio }
@@ -425,7 +563,7 @@ mod tests {
             for frac in [0.0, 0.25, 0.5 - 1e-9, 0.5, 0.5 + 1e-9, 0.75] {
                 let v = Float::with_val(200, base) + Float::with_val(200, ulp * frac);
                 for err in [1e-30, ulp * 1e-6, ulp * 0.3] {
-                    let x = Exact { v: v.clone(), err };
+                    let x = Exact::new(v.clone(), Bound::from_f64(err));
                     if let Some(fast) = settled_in_f64(&x) {
                         seen_fast += 1;
                         let p = v.prec() + 64;
@@ -443,9 +581,9 @@ mod tests {
     fn exact_ops_track_exactness() {
         let a = Exact::input(1.0);
         let b = Exact::input(3.0);
-        assert_eq!(a.add(&b).err, 0.0);
+        assert!(a.add(&b).err.is_zero());
         let q = a.div(&b);
-        assert!(q.err > 0.0 && q.err < 1e-35);
+        assert!(q.err > Bound::ZERO && q.err < Bound::from_f64(1e-35));
         assert_eq!(correctly_rounded(&q), Some(1.0f32 / 3.0));
     }
 
@@ -458,8 +596,8 @@ mod tests {
         assert_eq!(q.v.prec(), MAX_PREC);
         let actual = (q.v.to_rational().unwrap() - rug::Rational::from((1, 3))).abs();
         assert!(actual > 0);
-        assert!(q.err > 0.0, "a rounded quotient at {MAX_PREC} bits claims an error bound of {}", q.err);
-        assert!(rug::Rational::from_f64(q.err).unwrap() >= actual);
+        assert!(q.err > Bound::ZERO, "a rounded quotient at {MAX_PREC} bits claims an error bound of {:?}", q.err);
+        assert!(q.err.to_float() >= actual);
     }
 
     #[test]
@@ -467,16 +605,156 @@ mod tests {
         // [2^-200 - 2^-199, 2^-200 + 2^-199]: every value has magnitude
         // below 2^-150 (half the smallest subnormal), so each rounds to a
         // zero, of either sign: the rounding is settled, its sign is not.
-        let x = Exact { v: Float::with_val(128, Float::i_exp(1, -200)), err: crate::expf::pow2_neg(199) };
+        let x = Exact::new(Float::with_val(128, Float::i_exp(1, -200)), Bound::pow2(-199));
         assert_eq!(correctly_rounded(&x).map(f32::abs), Some(0.0));
         // [0, 2^-150]: 2^-150 is the midpoint between +0.0 and 2^-149 and
         // rounds to even, +0.0.
-        let y = Exact { v: Float::with_val(128, Float::i_exp(1, -151)), err: crate::expf::pow2_neg(151) };
+        let y = Exact::new(Float::with_val(128, Float::i_exp(1, -151)), Bound::pow2(-151));
         assert_eq!(correctly_rounded(&y).map(f32::to_bits), Some(0));
         // Past the midpoint, the upper end rounds to 2^-149: not settled.
-        let wider = crate::num::add_up(crate::expf::pow2_neg(151), crate::expf::pow2_neg(160));
-        let z = Exact { v: Float::with_val(128, Float::i_exp(1, -151)), err: wider };
+        let wider = Bound::pow2(-151).add_up(Bound::pow2(-160));
+        let z = Exact::new(Float::with_val(128, Float::i_exp(1, -151)), wider);
         assert_eq!(correctly_rounded(&z), None);
+    }
+
+    /// s = 1 / (1 + e^-x), as the router computes it (SPEC section 4).
+    fn sigmoid(x: f32) -> Exact {
+        let one = Exact::input(1.0);
+        one.div(&one.add(&Exact::input(x).neg().exp()))
+    }
+
+    /// e^y at 4000 bits, independently of [`Exact`] (y well inside MPFR's range).
+    fn exp_at_4000(y: f32) -> Float {
+        Float::with_val(4000, Float::with_val(24, y).exp_ref())
+    }
+
+    #[test]
+    fn the_sigmoid_of_a_very_negative_logit_has_a_tiny_bound_and_rounds_to_plus_zero() {
+        with_precision(START_PREC, || {
+            // Within MPFR's range: s = 1 / (1 + e^-x) < e^x, about 2^-14427 for
+            // x = -10000 (10000 / ln 2 = 14426.95) and 2^-288.5 for x = -200.
+            // The bound must hold (checked against a 4000-bit evaluation, whose
+            // own error, some 2^-4000 relative, is far below the margin) and be
+            // as tight as the precision says: a few 2^-128 of s.
+            for (x, log2_s) in [(-10000.0f32, -14426.95), (-200.0, -288.54), (-1000.0, -1442.70)] {
+                let s = sigmoid(x);
+                assert!(s.err.is_finite() && s.err > Bound::ZERO, "x = {x}: {:?}", s.err);
+                let one = Float::with_val(4000, 1);
+                let exact = Float::with_val(4000, &one / Float::with_val(4000, &one + exp_at_4000(-x)));
+                let dist = Float::with_val(4000, &s.v - &exact).abs();
+                assert!(dist <= s.err.to_float(), "x = {x}: |v - s| = {dist:e} > {:?}", s.err);
+                assert!((s.err.log2() - (log2_s - 125.0)).abs() < 3.0, "x = {x}: {:?}", s.err);
+                assert_eq!(correctly_rounded(&s).map(f32::to_bits), Some(0), "x = {x}");
+            }
+            // Beyond MPFR's range (e^-x overflows it for -x > 7.44e8, emax ln 2):
+            // s < e^x < 2^-emax, and MPFR's smallest positive number is
+            // 2^(emin - 1), so the bound is some 2^-emax: finite and tiny.
+            let emax = rug::float::exp_max() as i64;
+            for x in [-f32::MAX, -1e30, -7.5e8] {
+                let s = sigmoid(x);
+                assert!(s.v.is_zero() && s.beyond.is_none(), "x = {x}: {s:?}");
+                assert!(s.err > Bound::ZERO, "x = {x}: s > 0, so v = 0 needs a positive bound");
+                assert!(s.err <= Bound::pow2(1 - emax), "x = {x}: {:?}", s.err);
+                assert_eq!(correctly_rounded(&s).map(f32::to_bits), Some(0), "x = {x}");
+            }
+            // x = -inf is exactly +0.0 (SPEC section 4), as before.
+            let s = sigmoid(f32::NEG_INFINITY);
+            assert!(s.v.is_zero() && s.err.is_zero());
+        });
+    }
+
+    #[test]
+    fn the_sigmoid_of_a_very_positive_logit_rounds_to_one() {
+        with_precision(START_PREC, || {
+            // s = 1 / (1 + e^-x) is within e^-x of 1: 1 - 2^-14427 for x = 10000,
+            // rounded to 1 at any precision, with a bound of some 2^-128.
+            for x in [10000.0f32, 200.0, f32::MAX, 1e30] {
+                let s = sigmoid(x);
+                assert!(s.err.is_finite() && s.err < Bound::pow2(-120), "x = {x}: {:?}", s.err);
+                assert!(Float::with_val(64, &s.v - 1u32).abs() <= s.err.to_float());
+                assert_eq!(correctly_rounded(&s), Some(1.0), "x = {x}");
+            }
+        });
+    }
+
+    #[test]
+    fn an_exponential_beyond_mpfr_is_a_real_of_known_sign_and_magnitude() {
+        let emax = rug::float::exp_max() as i64;
+        let e = Exact::input(f32::MAX).exp();
+        let floor = e.beyond.expect("e^f32::MAX is beyond MPFR's range");
+        assert!(e.v.is_infinite() && e.v > 0 && !e.err.is_finite());
+        assert!(floor >= Bound::pow2(emax));
+        // It rounds to +inf, and is judged as an infinity.
+        assert_eq!(correctly_rounded(&e), Some(f32::INFINITY));
+        assert_eq!(judge(f32::INFINITY, f64::INFINITY, &e), Verdict::Within { ratio: 0.0 });
+        assert!(matches!(judge(f32::MAX, 1e300, &e), Verdict::Outside { .. }));
+        // Its negation is beyond too; 1 + it is; 1 / (1 + it) is a tiny real.
+        let n = e.neg();
+        assert!(n.v < 0 && n.beyond == e.beyond && correctly_rounded(&n) == Some(f32::NEG_INFINITY));
+        let sum = Exact::input(-3.0).add(&e);
+        assert!(sum.v > 0 && sum.beyond.is_some_and(|l| l <= floor && l >= Bound::pow2(emax)));
+        let q = Exact::input(-3.0).div(&sum);
+        assert!(q.v.is_zero() && q.v.is_sign_negative() && q.err.is_finite() && q.err > Bound::ZERO);
+        // Where no rule applies, nothing is known (never a wrong claim): the
+        // sum or product of two such reals, its product with 0 (0 as a
+        // real, but NaN in MPFR), its exponential, a quotient of it.
+        for unknown in [e.add(&n), e.mul(&Exact::input(0.0)), e.mul(&Exact::input(2.0)), e.exp(), e.div(&e)] {
+            assert!(!unknown.err.is_finite() && unknown.beyond.is_none(), "{unknown:?}");
+            assert_eq!(correctly_rounded(&unknown), None);
+            assert_eq!(judge(1.0, 1.0, &unknown), Verdict::Unbounded);
+        }
+        // A NaN stays a determined NaN.
+        let nan = e.add(&Exact::input(f32::NAN));
+        assert!(nan.v.is_nan() && nan.err.is_zero());
+    }
+
+    #[test]
+    fn exact_bounds_are_rigorous_far_outside_the_f64_range() {
+        with_precision(START_PREC, || {
+            // e^10000 (2^14427): error 2^-128 of it, beyond f64 but not beyond a Bound.
+            let e = Exact::input(10000.0).exp();
+            let dist = Float::with_val(4000, &e.v - exp_at_4000(10000.0)).abs();
+            assert!(e.err.is_finite() && dist <= e.err.to_float());
+            assert!((e.err.log2() - (14426.95 - 128.0)).abs() < 2.0, "{:?}", e.err);
+            // Products and quotients of such values keep finite, rigorous bounds.
+            let p = e.mul(&e);
+            let exact_p = exp_at_4000(20000.0);
+            assert!(Float::with_val(4000, &p.v - &exact_p).abs() <= p.err.to_float());
+            let q = Exact::input(3.0).div(&e);
+            let exact_q = Float::with_val(4000, 3u32 / exp_at_4000(10000.0));
+            assert!(Float::with_val(4000, &q.v - &exact_q).abs() <= q.err.to_float());
+            assert!(q.err.is_finite() && q.err < Bound::pow2(-14427 - 120));
+            // An input error propagates through exp at that scale too.
+            let x = Exact::input(1.0).div(&Exact::input(3.0)).mul(&Exact::input(30000.0));
+            let ex = x.exp();
+            let exact = Float::with_val(4000, Float::with_val(4000, 10000u32).exp_ref());
+            assert!(ex.err.is_finite() && Float::with_val(4000, &ex.v - &exact).abs() <= ex.err.to_float());
+        });
+    }
+
+    #[test]
+    fn judge_is_rigorous_whatever_the_exact_bound_s_magnitude() {
+        // A tiny exact bound (2^-14553): a computed +0.0 is within 2^-150 of
+        // s = 2^-14427, the smallest subnormal is not within 2^-151.
+        let tiny = Exact::new(Float::with_val(128, Float::i_exp(1, -14427)), Bound::pow2(-14553));
+        assert!(matches!(judge(0.0, crate::num::ETA_F32, &tiny), Verdict::Within { .. }));
+        assert!(matches!(judge(f32::from_bits(1), 2f64.powi(-151), &tiny), Verdict::Outside { .. }));
+        // Within by the exact bound alone, below f64's range: |0 - v| =
+        // 2^-1100 <= 0 + 2^-1099.
+        let below = Exact::new(Float::with_val(128, Float::i_exp(1, -1100)), Bound::pow2(-1099));
+        assert!(matches!(judge(0.0, 0.0, &below), Verdict::Within { .. }));
+        let below = Exact::new(Float::with_val(128, Float::i_exp(1, -1100)), Bound::pow2(-1101));
+        assert!(matches!(judge(0.0, 0.0, &below), Verdict::Outside { .. }));
+        // A huge exact bound: v = 2^2000 +- 2^2001 holds 1.0, v +- 2^1999
+        // does not, and 2^14427 +- 2^14299 holds no f32.
+        let wide = Exact::new(Float::with_val(128, Float::i_exp(1, 2000)), Bound::pow2(2001));
+        assert!(matches!(judge(1.0, 1.0, &wide), Verdict::Within { .. }));
+        let narrow = Exact::new(Float::with_val(128, Float::i_exp(1, 2000)), Bound::pow2(1999));
+        assert!(matches!(judge(1.0, 1.0, &narrow), Verdict::Outside { .. }));
+        let huge = Exact::new(Float::with_val(128, Float::i_exp(1, 14427)), Bound::pow2(14299));
+        assert!(matches!(judge(f32::MAX, f64::MAX, &huge), Verdict::Outside { .. }));
+        assert!(matches!(judge(f32::INFINITY, 1.0, &huge), Verdict::Outside { .. }));
+        assert_eq!(judge(f32::INFINITY, f64::INFINITY, &huge), Verdict::Unbounded);
     }
 
     #[test]

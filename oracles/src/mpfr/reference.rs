@@ -3,6 +3,8 @@
 //! profile's own rigorous bound (the profile run on [`Bounded`]).
 
 use super::rational::Rat;
+#[cfg(test)]
+use super::Bound;
 use super::{correctly_rounded, with_precision, Exact, Verdict, MAX_PREC, START_PREC};
 use crate::num::Bounded;
 use crate::op::{Group, Op, Run, Values};
@@ -76,12 +78,14 @@ fn ziv<T, R, D, E>(
 }
 
 /// Whether the rational value `r` settles the output `x`: a finite rational
-/// within `x`'s bound of its MPFR value (both exact comparisons).
+/// within `x`'s bound of its MPFR value (exact: |q - v| is an exact
+/// rational, compared by MPFR with the bound as an MPFR number at least as
+/// large, never turned into a rational itself, whatever its exponent).
 fn settles(r: &Rat, x: &Exact) -> bool {
-    let (Some(q), Some(v), Some(err)) = (r.value(), x.v.to_rational(), Rational::from_f64(x.err)) else {
+    let (Some(q), Some(v)) = (r.value(), x.v.to_rational()) else {
         return false;
     };
-    Rational::from(q - &v).abs() <= err
+    x.err.is_finite() && x.err.to_float() >= Rational::from(q - &v).abs()
 }
 
 /// The exact forward on `imposed` decisions (those of the profile being
@@ -272,7 +276,7 @@ mod tests {
         let profile = SeqwiseProfile::serial();
         let bounded = SeqwiseLoss::backward_on::<Bounded>(&case, &profile, None).unwrap().out;
         for (x, b) in exact.out.grad.iter().zip(&bounded.grad) {
-            assert!(x.err > 0.0);
+            assert!(x.err > Bound::ZERO);
             assert!(matches!(super::super::judge(0.0, b.err, x), Verdict::Within { .. }));
         }
     }
@@ -300,13 +304,13 @@ mod tests {
         let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();
         assert_eq!(exact.prec, MAX_PREC);
         let g0 = &exact.out.grad[0];
-        assert!(g0.err > 0.0, "an inexact result at {MAX_PREC} bits with a zero bound");
+        assert!(g0.err > Bound::ZERO, "an inexact result at {MAX_PREC} bits with a zero bound");
         // MPFR alone cannot decide it...
         assert_eq!(correctly_rounded(g0), None);
         // ...and the exact value is within its bound of the MPFR value.
         let midpoint = rug::Rational::from((16_777_217, 16_777_216));
         let dist = (g0.v.to_rational().unwrap() - &midpoint).abs();
-        assert!(rug::Rational::from_f64(g0.err).unwrap() >= dist);
+        assert!(g0.err.to_float() >= dist);
         // The rational evaluation settles it, on the midpoint, to even.
         assert_eq!(exact.undetermined, 0);
         assert_eq!(exact.rational, 1);
@@ -352,7 +356,7 @@ mod tests {
         let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();
         assert_eq!((exact.undetermined, exact.prec), (0, START_PREC));
         for g in &exact.out.grad {
-            assert!(g.v.is_nan() && g.err == 0.0, "{g:?}");
+            assert!(g.v.is_nan() && g.err.is_zero(), "{g:?}");
         }
         let f32_grad = crate::op::backward::<SeqwiseLoss>(&case, &SeqwiseLoss::exact_profile()).unwrap().grad;
         assert!(f32_grad.iter().all(|g| g.is_nan()));

@@ -486,9 +486,11 @@ pub fn check_gradient_against(
         };
         let d1 = shift(f_at(1).sub(&f_at(2)), STEP_LOG2 - 1);
         let d2 = shift(f_at(3).sub(&f_at(4)), STEP_LOG2);
+        // A's bound as an MPFR number at least as large (exact in MPFR's range).
+        let a_err = a.err.to_float();
         let claimed = Iv {
-            lo: Float::with_val_round(FD_PREC, &a.v - a.err, Round::Down).0,
-            hi: Float::with_val_round(FD_PREC, &a.v + a.err, Round::Up).0,
+            lo: Float::with_val_round(FD_PREC, &a.v - &a_err, Round::Down).0,
+            hi: Float::with_val_round(FD_PREC, &a.v + &a_err, Round::Up).0,
         };
         let lhs = lower_abs(&d2.sub(&claimed));
         let rhs = Float::with_val(FD_PREC, upper_abs(&d1.sub(&d2)) << 1u32);

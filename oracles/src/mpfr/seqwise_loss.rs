@@ -1,39 +1,19 @@
-//! The exact `seqwise_loss` (forward, backward) and the gradient check.
+//! The gradient check of `seqwise_loss`: the analytic derivative (the exact
+//! backward, [`crate::profile_oracle::seqwise_loss`] run on [`Exact`])
+//! against central finite differences of the exact forward. The exact
+//! results and what a profile is judged against are the generic ones, for
+//! every op ([`super::reference`]).
 
-pub use super::reference::ExactResult;
-use super::{with_precision, Exact};
+use super::{with_precision, Bound, Exact};
 use crate::case::seqwise_loss::SeqwiseError;
-use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
-use crate::expf::pow2_neg;
-use crate::num::{add_up, mul_up, Num};
-use crate::op::seqwise_loss::SeqwiseLoss;
-pub use crate::op::GradientCheck;
+use crate::case::seqwise_loss::{Objective, SeqwiseCase, EPS, EPS2};
+use crate::num::Num;
+use crate::op::GradientCheck;
 use crate::profile::seqwise_loss::SeqwiseProfile;
-use crate::profile_oracle::seqwise_loss::{
-    backward_on, backward_unchecked, forward_on, forward_unchecked, Decisions, Run,
-};
+use crate::profile_oracle::seqwise_loss::{backward_unchecked, forward_unchecked};
 use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
-
-/// The exact forward: [`super::reference::exact_forward`] for this op (one
-/// Ziv loop, with its rational fallback, for every op). `imposed` are the
-/// decisions of the profile being judged (SPEC section 2), or `None` for
-/// the exact ones.
-pub fn exact_forward(
-    case: &SeqwiseCase,
-    imposed: Option<&Decisions>,
-) -> Result<ExactResult<SeqwiseForward<Exact>>, SeqwiseError> {
-    super::reference::exact_forward::<SeqwiseLoss>(case, imposed)
-}
-
-/// The exact backward (see [`exact_forward`]).
-pub fn exact_backward(
-    case: &SeqwiseCase,
-    imposed: Option<&Decisions>,
-) -> Result<ExactResult<SeqwiseBackward<Exact>>, SeqwiseError> {
-    super::reference::exact_backward::<SeqwiseLoss>(case, imposed)
-}
 
 /// Precision of the finite differences (bits). The step is 2^-100 of the
 /// entry's magnitude, so s +- h is exact at this precision and the
@@ -100,7 +80,7 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         let quotient = |step: &Float| -> Exact {
             let plus = row_objective(row, k, step, &a, provided);
             let minus = row_objective(row, k, &Float::with_val(FD_PREC, -step), &a, provided);
-            let two_h = Exact { v: Float::with_val(FD_PREC, step * 2u32), err: 0.0 };
+            let two_h = Exact::new(Float::with_val(FD_PREC, step * 2u32), Bound::ZERO);
             plus.add(&minus.neg()).div(&two_h)
         };
         let d1 = quotient(&h);
@@ -112,9 +92,12 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         // bounds moved to the right: 2 e1 + 3 e2 + ea.
         let lhs = Float::with_val_round(FD_PREC, &d2.v - &am.v, Round::Zero).0.abs();
         let spread = Float::with_val_round(FD_PREC, &d1.v - &d2.v, Round::AwayZero).0.abs();
-        let slack = add_up(add_up(mul_up(2.0, d1.err), mul_up(3.0, d2.err)), am.err);
+        // The bounds as Bounds (any magnitude), summed upward, then as an MPFR
+        // number at least as large (+inf where nothing is known: no failure).
+        let (two, three) = (Bound::from_f64(2.0), Bound::from_f64(3.0));
+        let slack = two.mul_up(d1.err).add_up(three.mul_up(d2.err)).add_up(am.err).to_float();
         let doubled = spread * 2u32; // exact
-        let rhs = Float::with_val_round(FD_PREC, &doubled + slack, Round::Up).0;
+        let rhs = Float::with_val_round(FD_PREC, &doubled + &slack, Round::Up).0;
         if lhs > rhs {
             out.failures.push(format!(
                 "d raw/d s[{t}][{k}]: analytic {:e}, finite difference {:e}",
@@ -141,8 +124,12 @@ fn row_objective(row: &[f32], k: usize, step: &Float, a: &[Exact], provided: boo
                 // then carried as the input's bound, so the quotient's
                 // bound covers f(s + h), not f(the rounded s + h).
                 let (moved, dir) = Float::with_val_round(FD_PREC, &v.v + step, Round::Nearest);
-                let err = if dir == Ordering::Equal { 0.0 } else { mul_up(pow2_neg(FD_PREC), super::abs_up(&moved)) };
-                v = Exact { v: moved, err };
+                let err = if dir == Ordering::Equal {
+                    Bound::ZERO
+                } else {
+                    Bound::pow2(-(FD_PREC as i64)).mul_up(Bound::abs_up(&moved))
+                };
+                v = Exact::new(moved, err);
             }
             v
         })
@@ -211,116 +198,13 @@ pub fn gradient_entries(case: &SeqwiseCase, max: usize) -> Vec<(usize, usize)> {
     v
 }
 
-/// Accuracy of one output group: how many outputs were judged, how many
-/// were outside their bound, unbounded, and the worst |error| / bound.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Accuracy {
-    pub judged: usize,
-    pub outside: Vec<String>,
-    pub unbounded: usize,
-    pub worst_ratio: f64,
-    pub near_ties: usize,
-    /// Outputs whose exact f32 rounding nothing could settle (see
-    /// [`ExactResult::undetermined`]).
-    pub undetermined: usize,
-}
-
-impl Accuracy {
-    fn add(&mut self, what: impl FnOnce() -> String, computed: f32, bound: f64, exact: &Exact) {
-        use super::Verdict::*;
-        self.judged += 1;
-        match super::judge(computed, bound, exact) {
-            Within { ratio } => self.worst_ratio = self.worst_ratio.max(ratio),
-            Outside { ratio } => {
-                self.worst_ratio = self.worst_ratio.max(ratio);
-                self.outside.push(format!(
-                    "{}: computed {:e}, exact {:e}, bound {:e}",
-                    what(),
-                    computed,
-                    exact.v.to_f64(),
-                    bound
-                ));
-            }
-            Unbounded => self.unbounded += 1,
-        }
-    }
-}
-
-/// What a profile's result is judged against: the profile oracle run with
-/// its running error bound, and the exact result on the profile's decisions.
-pub struct Reference<B, X> {
-    pub bounded: Run<B>,
-    pub exact: ExactResult<X>,
-}
-
-pub type ForwardReference = Reference<SeqwiseForward<crate::num::Bounded>, SeqwiseForward<Exact>>;
-pub type BackwardReference = Reference<SeqwiseBackward<crate::num::Bounded>, SeqwiseBackward<Exact>>;
-
-impl ForwardReference {
-    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<Self, SeqwiseError> {
-        let bounded = forward_on::<crate::num::Bounded>(case, profile, None)?;
-        let exact = exact_forward(case, Some(&bounded.decisions))?;
-        Ok(Reference { bounded, exact })
-    }
-
-    /// The profile oracle's bits (the f32 half of the bounded run).
-    pub fn oracle(&self) -> SeqwiseForward<f32> {
-        let b = &self.bounded.out;
-        SeqwiseForward { raw: b.raw.x, counts: b.counts.clone(), freq: b.freq.iter().map(|f| f.x).collect() }
-    }
-
-    /// `computed` (raw and every f_e) within the profile's bound of the exact
-    /// forward; counts equal.
-    pub fn judge(&self, computed: &SeqwiseForward<f32>) -> Accuracy {
-        let (b, x) = (&self.bounded.out, &self.exact.out);
-        let mut acc =
-            Accuracy { near_ties: self.exact.near_ties, undetermined: self.exact.undetermined, ..Default::default() };
-        if computed.counts != x.counts {
-            acc.outside.push(format!("counts {:?} != exact {:?}", computed.counts, x.counts));
-        }
-        acc.add(|| "raw".into(), computed.raw, b.raw.err, &x.raw);
-        if computed.freq.len() != x.freq.len() {
-            acc.outside.push(format!("{} frequencies, E = {}", computed.freq.len(), x.freq.len()));
-            return acc;
-        }
-        for (e, ((c, bf), xf)) in computed.freq.iter().zip(&b.freq).zip(&x.freq).enumerate() {
-            acc.add(|| format!("f[{e}]"), *c, bf.err, xf);
-        }
-        acc
-    }
-}
-
-impl BackwardReference {
-    pub fn new(case: &SeqwiseCase, profile: &SeqwiseProfile) -> Result<Self, SeqwiseError> {
-        let bounded = backward_on::<crate::num::Bounded>(case, profile, None)?;
-        let exact = exact_backward(case, Some(&bounded.decisions))?;
-        Ok(Reference { bounded, exact })
-    }
-
-    pub fn oracle(&self) -> SeqwiseBackward<f32> {
-        SeqwiseBackward { grad: self.bounded.out.grad.iter().map(|g| g.x).collect() }
-    }
-
-    /// Every entry of `computed` within the profile's bound of the exact backward.
-    pub fn judge(&self, computed: &SeqwiseBackward<f32>, e: usize) -> Accuracy {
-        let mut acc =
-            Accuracy { near_ties: self.exact.near_ties, undetermined: self.exact.undetermined, ..Default::default() };
-        let (b, x) = (&self.bounded.out.grad, &self.exact.out.grad);
-        if computed.grad.len() != x.len() {
-            acc.outside.push(format!("{} gradient entries, T x E = {}", computed.grad.len(), x.len()));
-            return acc;
-        }
-        for (i, ((c, bg), xg)) in computed.grad.iter().zip(b).zip(x).enumerate() {
-            acc.add(|| format!("grad[{}][{}]", i / e, i % e), *c, bg.err, xg);
-        }
-        acc
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::case::seqwise_loss::ClampTie;
+    use crate::mpfr::reference::{exact_forward, BackwardReference, ForwardReference};
+    use crate::op::seqwise_loss::SeqwiseLoss;
+    use crate::profile_oracle::seqwise_loss::{backward, backward_on, forward};
 
     fn sample_case(objective: Objective) -> SeqwiseCase {
         let scores = vec![0.9, 0.1, 0.4, 0.3, 0.05, 0.7, 0.2, 0.6, 0.33, 0.25, 0.125, 0.8];
@@ -339,19 +223,26 @@ mod tests {
         ] {
             let c = sample_case(obj);
             for p in SeqwiseProfile::all() {
-                let fr = ForwardReference::new(&c, &p).unwrap();
-                assert_eq!(fr.oracle(), crate::profile_oracle::seqwise_loss::forward(&c, &p).unwrap());
-                let f = fr.judge(&fr.oracle());
+                let fr = ForwardReference::<SeqwiseLoss>::new(&c, &p).unwrap();
+                // The bounded run executes the same profile: its f32 half is
+                // the profile oracle's bits.
+                let oracle = forward(&c, &p).unwrap();
+                let b = &fr.bounded.out;
+                assert_eq!(oracle.raw.to_bits(), b.raw.x.to_bits());
+                assert_eq!(oracle.counts, b.counts);
+                assert!(oracle.freq.iter().zip(&b.freq).all(|(o, f)| o.to_bits() == f.x.to_bits()));
+                let f = fr.judge(&c, &oracle);
                 assert!(f.outside.is_empty(), "{:?}", f.outside);
                 assert!(f.worst_ratio > 0.0, "rounding happened, so some error is nonzero");
-                let br = BackwardReference::new(&c, &p).unwrap();
-                assert_eq!(br.oracle(), crate::profile_oracle::seqwise_loss::backward(&c, &p).unwrap());
-                let b = br.judge(&br.oracle(), c.e);
+                let br = BackwardReference::<SeqwiseLoss>::new(&c, &p).unwrap();
+                let grad = backward(&c, &p).unwrap();
+                assert!(grad.grad.iter().zip(&br.bounded.out.grad).all(|(o, g)| o.to_bits() == g.x.to_bits()));
+                let b = br.judge(&c, &grad);
                 assert!(b.outside.is_empty(), "{:?}", b.outside);
                 // A result off by a few ulps in raw is outside the bound.
-                let mut wrong = fr.oracle();
+                let mut wrong = oracle.clone();
                 wrong.raw *= 1.0 + 64.0 * f32::EPSILON;
-                assert!(!fr.judge(&wrong).outside.is_empty());
+                assert!(!fr.judge(&c, &wrong).outside.is_empty());
             }
         }
     }
@@ -394,7 +285,7 @@ mod tests {
     #[test]
     fn exact_forward_rounds_correctly() {
         let c = sample_case(Objective::UnbiasedTopK { k: 2 });
-        let x = exact_forward(&c, None).unwrap();
+        let x = exact_forward::<SeqwiseLoss>(&c, None).unwrap();
         assert_eq!(x.undetermined, 0);
         assert_eq!(x.prec, super::super::START_PREC);
     }
