@@ -58,6 +58,20 @@ __device__ __forceinline__ unsigned topk_key(float x) {
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// RN(1/y) for y in [1, 2^125): the reciprocal estimate r = MUFU.RCP(y)
+// (rcp.approx, within one ulp) and one correction, r + r (1 - y r), each
+// step one rounding: the sequence that __frcp_rn runs for every y whose
+// exponent is not at the ends of the range, here without its range test and
+// its branch to the slow path. kernels/expf_check.cu compares it with
+// __frcp_rn on every f32 of [1, 2^125) (the exhaustive exp check fails on a
+// difference).
+__device__ __forceinline__ float rcp_rn_mid(float y) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+    const float d = __fmaf_rn(y, r, -1.0f);
+    return __fmaf_rn(r, -d, r);
+}
+
 // sgn(s) as PyTorch's sign: +1, -1, +0.0 for either zero, NaN for NaN.
 __device__ __forceinline__ float sgn(float s) {
     if (s != s) return s;

@@ -37,14 +37,17 @@
 //   block (BP_ROUTER_THREADS, 1, 1); any grid >= 1 (warp w of block b takes
 //   tokens t = b*W + w, then t += gridDim.x*W: the launcher caps the grid at
 //   the blocks resident on the device); dynamic shared memory
-//   (E + W * (2E + 32)) * 4 bytes (E block counters, then per warp: E words
-//   of keys / chosen weights, E words of kept-group flags / chosen ids, 32
-//   words of candidate scratch): above 48 KiB for E > 563, so the launcher
-//   raises the function's limit.
+//   (2E + W * (2E + 32)) * 4 bytes (E block counters, the E biases, then per
+//   warp: E words of keys / chosen weights, E words of kept-group flags /
+//   chosen ids, 32 words of candidate scratch): above 48 KiB for E > 668, so
+//   the launcher raises the function's limit; plus 512 bytes of static
+//   shared memory (exp_cr's table).
 //   Reads: logits at logits + offset + t*stride + e for e < E only (the gaps
 //   may hold anything), bias[E], padding[T] (0 = valid).
 //   Writes: ids[T*k] (ascending per token), weights[T*k], map[T*E] (0/1),
 //   scores[T*E] (s, dense row-major), counts[E] += selections of valid tokens.
+//   map must be 16-byte aligned (when E = 32 G, rows are written V bytes per
+//   lane, up to 16 bytes a store).
 //   counts MUST be zeroed before the launch (it is accumulated atomically).
 //
 // router_bwd_v<V>(const float* scores, const unsigned* ids, const float* gw,
@@ -95,6 +98,13 @@ __device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) 
 __device__ __forceinline__ float key_value(unsigned key) {
     const unsigned b = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
     return __uint_as_float(b);
+}
+
+// topk_key of a number that is neither NaN nor -0.0 (u = s + bias with s > 0
+// and the bias finite): the same key without the two tests.
+__device__ __forceinline__ unsigned topk_key_number(float x) {
+    const unsigned b = __float_as_uint(x);
+    return b ^ ((unsigned)((int)b >> 31) | 0x80000000u);
 }
 
 // The two largest keys seen, k1 >= k2, as a multiset (a repeated maximum fills
@@ -211,6 +221,7 @@ __device__ __forceinline__ unsigned select_topk(const unsigned (&key)[N], int k,
 // per warp, outside the token loop).
 struct GroupPlan {
     bool active;     // L < G: with L == G every group is kept, nothing to do
+    bool grouped32;  // gs = 32, k <= 2L: fwd_grouped32 takes the selection
     int gs;          // experts per group, E / G
     unsigned gmul;   // ceil(2^20 / gs): group of e = (e * gmul) >> 20
     int lanes;       // P, lanes per group: 32 / (G rounded up to a power of 2), 1 for G > 32
@@ -219,10 +230,11 @@ struct GroupPlan {
     int rot;         // where in its group it starts (any start is correct; see keep_groups)
 };
 
-__device__ __forceinline__ GroupPlan group_plan(int E, int G, int L, int lane) {
+__device__ __forceinline__ GroupPlan group_plan(int E, int G, int L, int k, int lane) {
     GroupPlan gp;
     gp.active = L < G;
     gp.gs = E / G;
+    gp.grouped32 = gp.gs == BP_WARP && k <= 2 * L;
     gp.gmul = ((1u << BP_GROUP_SHIFT) + (unsigned)gp.gs - 1u) / (unsigned)gp.gs;
     int pow2 = 1;
     while (pow2 < G) pow2 <<= 1;
@@ -302,38 +314,264 @@ struct FwdArgs {
     float* scores;
 };
 
+// The group-limited selection when a group is one register row (group size
+// 32 = the warp width: group j is key[j] across the 32 lanes), L <= G and
+// k <= 2L: steps 3 and 4 by warp reductions, and the emit of steps 5 to 7.
+// Returns false, having written nothing but scratch, when more than 32
+// experts remain candidates (many equal keys): the caller then takes the
+// general path. Every branch below is warp-uniform.
+//
+// 3. Group j's two largest keys: m1 = max, m2 = m1 again if m1 is held by two
+//    lanes or more, else the largest key below it (as a multiset, the order
+//    of a + b does not matter). Lane g < G gathers its group's pair and forms
+//    the score key topk_key(a + b) (see key_value); the L best groups are
+//    taken one by one by a max reduction, ties to the lower group (lane).
+// 4. lo = the smallest m2 of a kept group: the 2L >= k elements m1 and m2 of
+//    the kept groups are all >= lo, so an element below lo has at least k
+//    elements strictly above it and is out, ties or not. The candidates (kept
+//    group, key >= lo; at least 2L >= k of them) are compacted into scratch
+//    in index order (j-major ballots: e = lane + 32 j ascends with (j,
+//    lane)), one per lane, as (key, expert, s). With c candidates, the c - k
+//    worst leave one at a time (min reduction; among equal keys the highest
+//    index, i.e. the highest lane, goes first), or, when k < c - k, the k
+//    best are taken one at a time (max reduction, lowest lane first): either
+//    way the k first in the selection order stay. Lane order is index order,
+//    so a winner's place in ids (ascending) is the number of winners in
+//    lanes below it.
+// 5.-7. Winners write ids, their s into wbuf (the norm's serial sum reads it
+//    in place order), their bit into the warp's bitmap (G words), and count
+//    themselves when the token is valid; the map row is written from the
+//    bitmap, V bytes per lane.
+template <int V, bool FULL>
+__device__ __forceinline__ bool fwd_grouped32(const FwdArgs& a, int t, int lane, const unsigned (&key)[V],
+                                              const float (&s)[V], unsigned* wsh, unsigned* cnt_sh, bool valid) {
+    const int G = a.G;
+    const unsigned lt = lanes_below(lane);
+    // P lanes per group when FULL (G = V), 1 otherwise: kept_bits has group
+    // j's flag at bit P j.
+    constexpr int P = FULL ? BP_WARP / V : 1;
+    unsigned gb;          // lane g P (g < G): group g's second key
+    unsigned kept_bits;   // bit P g: group g is kept
+    unsigned sk;          // lane g P: group g's score key (0 elsewhere)
+    bool head;            // this lane holds its group's score
+    if constexpr (FULL) {
+        // G = V groups of 32 keys, P = 32 / V lanes per group: lane g P + p
+        // takes group g's keys p, p + P, ... (V of them) from a staged copy
+        // with row stride 32 + P (lane g P + p reads bank (g P + p + P i) mod
+        // 32, one bank per lane; the staging writes one bank per lane too),
+        // and the P partial top-2s merge by an xor butterfly: any split gives
+        // the same top-2 multiset.
+        constexpr int S = BP_WARP + P;
+        unsigned* stage = wsh;  // V S = E + 32 words <= 2E
+#pragma unroll
+        for (int j = 0; j < V; ++j) stage[j * S + lane] = key[j];
+        __syncwarp();
+        const unsigned* mine = stage + (lane / P) * S + (lane % P);
+        unsigned k1 = mine[0], k2 = 0u;
+#pragma unroll
+        for (int i = 1; i < V; ++i) top2_push(k1, k2, mine[P * i]);
+#pragma unroll
+        for (int o = P / 2; o > 0; o >>= 1) {
+            const unsigned b1 = __shfl_xor_sync(BP_FULL_MASK, k1, o);
+            const unsigned b2 = __shfl_xor_sync(BP_FULL_MASK, k2, o);
+            top2_merge(k1, k2, b1, b2);
+        }
+        __syncwarp();  // the staged keys are read: the scratch below reuses them
+        head = (lane % P) == 0;
+        gb = k2;
+        // 32 keys per group, so k2 is a real key; the score's key is the
+        // profile's topk_key(a + b) (see key_value).
+        sk = head ? topk_key(add(key_value(k1), key_value(k2))) : 0u;
+    } else {
+        // Group j is register row j: its m1 = max, m2 = m1 again if m1 is
+        // held by two lanes or more, else the largest key below it; lane j
+        // gathers group j's pair.
+        unsigned ga = 0u;
+        gb = 0u;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            if (j < G) {
+                const unsigned m1 = __reduce_max_sync(BP_FULL_MASK, key[j]);
+                const bool top = key[j] == m1;
+                const unsigned below = __reduce_max_sync(BP_FULL_MASK, top ? 0u : key[j]);
+                const unsigned m2 = (__popc(__ballot_sync(BP_FULL_MASK, top)) > 1) ? m1 : below;
+                if (lane == j) {
+                    ga = m1;
+                    gb = m2;
+                }
+            }
+        }
+        head = lane < G;
+        sk = head ? topk_key(add(key_value(ga), key_value(gb))) : 0u;
+    }
+    if (a.L < G) {
+        // Real group keys are >= 1 (topk_key never gives 0), so a taken group
+        // (set to 0) and the other lanes never win again; ties go to the
+        // lower lane, i.e. the lower group.
+        for (int i = 0; i < a.L; ++i) {
+            const unsigned m = __reduce_max_sync(BP_FULL_MASK, sk);
+            const bool hit = sk == m;
+            const unsigned h = __ballot_sync(BP_FULL_MASK, hit);
+            if (hit && (h & lt) == 0u) sk = 0u;
+        }
+        kept_bits = __ballot_sync(BP_FULL_MASK, head && sk == 0u);
+    } else {
+        kept_bits = __ballot_sync(BP_FULL_MASK, head);
+    }
+    const unsigned lo = __reduce_min_sync(BP_FULL_MASK, ((kept_bits >> lane) & 1u) ? gb : 0xffffffffu);
+
+    // Scratch: 32 entries of 4 words at wsh (the general path's keys_sh and
+    // aux_sh: 2E >= 128 words), the bitmap's G words at wsh + 128 (< 2E + 32).
+    uint4* ent = reinterpret_cast<uint4*>(wsh);
+    unsigned* bits = wsh + 4 * BP_WARP;
+    if (lane < G) bits[lane] = 0u;
+    unsigned c = 0u;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const bool is = ((kept_bits >> (P * j)) & 1u) && key[j] >= lo;  // bit P j: 0 for j >= G
+        const unsigned b = __ballot_sync(BP_FULL_MASK, is);
+        const unsigned slot = c + __popc(b & lt);
+        if (is && slot < BP_WARP) {
+            ent[slot] = make_uint4(key[j], (unsigned)(lane + BP_WARP * j), __float_as_uint(s[j]), 0u);
+        }
+        c += __popc(b);
+    }
+    __syncwarp();
+    if (c > BP_WARP) return false;
+    const unsigned k = (unsigned)a.k;  // k <= 2L <= c <= 32
+    const bool mine = (unsigned)lane < c;
+    const uint4 en = mine ? ent[lane] : make_uint4(0u, 0u, 0u, 0u);
+    bool in = mine;
+    if (c - k <= k) {
+        for (unsigned i = k; i < c; ++i) {
+            const unsigned m = __reduce_min_sync(BP_FULL_MASK, in ? en.x : 0xffffffffu);
+            const unsigned h = __ballot_sync(BP_FULL_MASK, in && en.x == m);
+            if (lane == 31 - __clz(h)) in = false;
+        }
+    } else {
+        bool won = false;
+        for (unsigned i = 0; i < k; ++i) {
+            const bool open = in && !won;
+            const unsigned m = __reduce_max_sync(BP_FULL_MASK, open ? en.x : 0u);
+            const unsigned h = __ballot_sync(BP_FULL_MASK, open && en.x == m);
+            if (lane == __ffs(h) - 1) won = true;
+        }
+        in = won;
+    }
+    const unsigned winners = __ballot_sync(BP_FULL_MASK, in);
+    __syncwarp();  // every lane has read its entry: wbuf overwrites them
+
+    float* wbuf = reinterpret_cast<float*>(wsh);
+    const size_t rowK = (size_t)t * (size_t)a.k;
+    const unsigned pos = __popc(winners & lt);
+    const float w0 = __uint_as_float(en.z);
+    if (in) {
+        wbuf[pos] = w0;
+        atomicOr(bits + (en.y >> 5), 1u << (en.y & 31u));
+        if (valid) atomicAdd(cnt_sh + en.y, 1u);
+        a.ids[rowK + pos] = en.y;
+    }
+    __syncwarp();
+    // 6. D = (Serial sum of w over places ascending) + 1e-20, in every lane.
+    float D = 0.0f;
+    if (a.norm) {
+        int i = 0;
+        for (; i + 4 <= (int)k; i += 4) {
+            const float4 w4 = *reinterpret_cast<const float4*>(wbuf + i);
+            D = add(add(add(add(D, w4.x), w4.y), w4.z), w4.w);
+        }
+        for (; i < (int)k; ++i) D = add(D, wbuf[i]);
+        D = add(D, BP_EPS2);
+    }
+    if (in) a.weights[rowK + pos] = mul(a.norm ? div(w0, D) : w0, a.scale);
+    // 7. The map row from the bitmap: lane l writes bytes l V .. l V + V - 1
+    // (E = 32 G, so a lane's V bytes are V bits of one word; the row starts
+    // on a multiple of 32 bytes).
+    const int first = lane * V;
+    if (first < a.E) {
+        const unsigned w = bits[first >> 5] >> (first & 31);
+        unsigned char* out = a.map + (size_t)t * (size_t)a.E + first;
+        // Bits 0..3 of n spread to the low bit of bytes 0..3: n * (1 + 2^7 +
+        // 2^14 + 2^21) puts bit i at 8i (copies elsewhere never overlap or carry).
+        auto nib = [](unsigned n) { return ((n & 0xfu) * 0x204081u) & 0x01010101u; };
+        if constexpr (V == 1) {
+            *out = (unsigned char)(w & 1u);
+        } else if constexpr (V == 2) {
+            *reinterpret_cast<unsigned short*>(out) = (unsigned short)((w & 1u) | ((w & 2u) << 7));
+        } else if constexpr (V == 4) {
+            *reinterpret_cast<unsigned*>(out) = nib(w);
+        } else if constexpr (V == 8) {
+            *reinterpret_cast<uint2*>(out) = make_uint2(nib(w), nib(w >> 4));
+        } else if constexpr (V == 16) {
+            *reinterpret_cast<uint4*>(out) = make_uint4(nib(w), nib(w >> 4), nib(w >> 8), nib(w >> 12));
+        } else if constexpr (V == 32) {
+            reinterpret_cast<uint4*>(out)[0] = make_uint4(nib(w), nib(w >> 4), nib(w >> 8), nib(w >> 12));
+            reinterpret_cast<uint4*>(out)[1] = make_uint4(nib(w >> 16), nib(w >> 20), nib(w >> 24), nib(w >> 28));
+        }
+    }
+    __syncwarp();  // the next token rewrites scratch and the bitmap
+    return true;
+}
+
 // One token, one warp: steps 1 to 7 of SPEC section 4.
 // wsh: this warp's 2E + 32 words of shared memory; cnt_sh: the block's E
-// counters of valid selections.
-template <int V>
-__device__ __forceinline__ void fwd_token(const FwdArgs& a, int t, int lane, unsigned* wsh, unsigned* cnt_sh,
-                                          const GroupPlan& gp) {
+// counters of valid selections; pow2: exp_cr's table in shared memory;
+// bias: the E biases in shared memory; x: the token's logits (fwd_load).
+// FULL: E = 32 V, every lane holds V experts (no bounds to test).
+template <int V, bool FULL>
+__device__ __forceinline__ void fwd_token(const FwdArgs& a, int t, int lane, const float (&x)[V], unsigned* wsh,
+                                          unsigned* cnt_sh, const GroupPlan& gp, const double* pow2,
+                                          const float* bias) {
     const int E = a.E;
-    const float* row = a.logits + a.offset + (long long)t * a.stride;
     unsigned* keys_sh = wsh;          // group phase: topk_key(u); emit: chosen s (wbuf)
     unsigned* aux_sh = wsh + E;       // group phase: kept flags; emit: chosen ids (ibuf)
     unsigned* scratch = wsh + 2 * E;  // select_topk's candidates
-
-    // Every load of the row before the first exp, so they are all in flight.
-    float x[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-        const int e = lane + BP_WARP * j;
-        x[j] = (e < E) ? __ldg(row + e) : 0.0f;
-    }
+    const bool valid = a.padding[t] == 0;
+    const size_t rowE = (size_t)t * (size_t)E;
     // 1. s = 1 / (1 + exp(-x)), each operation rounded; 2. u = s + bias, kept
     // only as its selection key. Absent lanes (e >= E) get key 0.
+    // The common case, branch-free so that the V values interleave: |x| < 86
+    // and exp's table path settles. Then 1 + e < 2^125, 1/y is rcp_rn_mid,
+    // s is in (0, 1] and u = s + bias is a finite number and not -0.0 (s >
+    // 0), so its key needs no NaN or zero test. The other values (NaN, large
+    // |x|, an unsettled exp) are redone below by the general functions.
     float s[V];
     unsigned key[V];
+    unsigned redo = 0u;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-        const int e = lane + BP_WARP * j;
-        s[j] = 0.0f;
-        key[j] = 0u;
-        if (e < E) {
-            s[j] = div(1.0f, add(1.0f, exp_cr(-x[j])));
-            key[j] = topk_key(add(s[j], __ldg(a.bias + e)));
+        const float z = -x[j];
+        const bool in_range = fabsf(z) < 86.0f;  // false for NaN
+        bool settled;
+        const float ex = exp_detail::exp_table_eval(in_range ? z : 0.0f, pow2, settled);
+        if (!(in_range && settled)) redo |= 1u << j;
+        s[j] = rcp_rn_mid(add(1.0f, ex));
+        const bool present = FULL || lane + BP_WARP * j < E;
+        key[j] = topk_key_number(add(s[j], present ? bias[lane + BP_WARP * j] : 0.0f));
+    }
+    if (redo != 0u) {  // rare
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            if ((redo >> j) & 1u) {
+                s[j] = __frcp_rn(add(1.0f, exp_detail::exp_ref(-x[j])));
+                const int e = lane + BP_WARP * j;
+                key[j] = topk_key(add(s[j], (e < E) ? bias[e] : 0.0f));
+            }
         }
+    }
+    // 7. s is written at once.
+    float* sl = a.scores + rowE + lane;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        if (FULL || lane + BP_WARP * j < E) {
+            sl[BP_WARP * j] = s[j];
+        } else {
+            key[j] = 0u;
+        }
+    }
+
+    if (gp.grouped32) {
+        if (fwd_grouped32<V, FULL>(a, t, lane, key, s, wsh, cnt_sh, valid)) return;
     }
 
     // 3. The L best groups; the others' experts leave the selection.
@@ -362,13 +600,11 @@ __device__ __forceinline__ void fwd_token(const FwdArgs& a, int t, int lane, uns
     __syncwarp();  // every lane is past its reads of keys_sh and aux_sh
 
     // 5. ids ascending: position of a chosen expert = chosen experts of lower
-    // index (j-major ballots walk the indices in ascending order). 7. s, the
-    // map, and the valid token's counts.
+    // index (j-major ballots walk the indices in ascending order). 7. The map
+    // and the valid token's counts.
     float* wbuf = reinterpret_cast<float*>(keys_sh);
     unsigned* ibuf = aux_sh;
-    const bool valid = a.padding[t] == 0;
     const unsigned lt = lanes_below(lane);
-    const size_t rowE = (size_t)t * (size_t)E;
     unsigned base = 0u;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
@@ -382,10 +618,7 @@ __device__ __forceinline__ void fwd_token(const FwdArgs& a, int t, int lane, uns
             if (valid) atomicAdd(cnt_sh + e, 1u);
         }
         base += __popc(b);
-        if (e < E) {
-            a.scores[rowE + e] = s[j];
-            a.map[rowE + e] = c ? 1 : 0;
-        }
+        if (e < E) a.map[rowE + e] = c ? 1 : 0;
     }
     __syncwarp();
 
@@ -407,26 +640,77 @@ __device__ __forceinline__ void fwd_token(const FwdArgs& a, int t, int lane, uns
     __syncwarp();  // the next token rewrites wbuf and ibuf
 }
 
-template <int V>
-__device__ __forceinline__ void fwd(const FwdArgs& a) {
-    extern __shared__ unsigned sh[];
+// Token t's logits, lane + 32 j at x[j] (0 where absent): one base address,
+// immediate offsets.
+template <int V, bool FULL>
+__device__ __forceinline__ void fwd_load(const FwdArgs& a, int t, int lane, float (&x)[V]) {
+    const float* xl = a.logits + a.offset + (long long)t * a.stride + lane;
+#pragma unroll
+    for (int j = 0; j < V; ++j) x[j] = (FULL || lane + BP_WARP * j < a.E) ? __ldg(xl + BP_WARP * j) : 0.0f;
+}
+
+// BP_ROUTER_FWD_PREFETCH=1: a warp loads its next token's logits before it
+// computes the current one (two rows in flight); 0: one row at a time.
+#ifndef BP_ROUTER_FWD_PREFETCH
+#define BP_ROUTER_FWD_PREFETCH 1
+#endif
+
+template <int V, bool FULL>
+__device__ __forceinline__ void fwd_body(const FwdArgs& a) {
+    extern __shared__ __align__(16) unsigned sh[];
+    __shared__ double pow2[BP_EXP_TABLE];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int warps = blockDim.x >> 5;
+    const int t0 = blockIdx.x * warps + warp;
+    const int dt = gridDim.x * warps;
+    // The first token's row is in flight while the block sets up.
+    float x[V];
+    if (t0 < a.T) fwd_load<V, FULL>(a, t0, lane, x);
     unsigned* cnt_sh = sh;
-    unsigned* wsh = sh + a.E + warp * (2 * a.E + BP_WARP);
-    for (int e = threadIdx.x; e < a.E; e += blockDim.x) cnt_sh[e] = 0u;
-    const GroupPlan gp = group_plan(a.E, a.G, a.L, lane);
+    float* bias_sh = reinterpret_cast<float*>(sh + a.E);
+    unsigned* wsh = sh + 2 * a.E + warp * (2 * a.E + BP_WARP);
+    for (int e = threadIdx.x; e < a.E; e += blockDim.x) {
+        cnt_sh[e] = 0u;
+        bias_sh[e] = __ldg(a.bias + e);
+    }
+    exp_table_load(pow2);
+    const GroupPlan gp = group_plan(a.E, a.G, a.L, a.k, lane);
     __syncthreads();
     // The loop bound is warp-uniform: every lane of a warp takes the same
     // tokens, so every warp-collective call has all 32 lanes.
-    for (int t = blockIdx.x * warps + warp; t < a.T; t += gridDim.x * warps) fwd_token<V>(a, t, lane, wsh, cnt_sh, gp);
+    for (int t = t0; t < a.T; t += dt) {
+#if BP_ROUTER_FWD_PREFETCH
+        float xn[V];
+        if (t + dt < a.T) {
+            fwd_load<V, FULL>(a, t + dt, lane, xn);
+        } else {
+#pragma unroll
+            for (int j = 0; j < V; ++j) xn[j] = 0.0f;  // the loop ends: never used
+        }
+        fwd_token<V, FULL>(a, t, lane, x, wsh, cnt_sh, gp, pow2, bias_sh);
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[j] = xn[j];
+#else
+        if (t != t0) fwd_load<V, FULL>(a, t, lane, x);
+        fwd_token<V, FULL>(a, t, lane, x, wsh, cnt_sh, gp, pow2, bias_sh);
+#endif
+    }
     __syncthreads();
     // Integer counts: exact in any order, so the per-block sums may be added
     // to the global counters in any order.
     for (int e = threadIdx.x; e < a.E; e += blockDim.x) {
         const unsigned c = cnt_sh[e];
         if (c != 0u) atomicAdd(a.counts + e, c);
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void fwd(const FwdArgs& a) {
+    if (a.E == BP_WARP * V) {
+        fwd_body<V, true>(a);
+    } else {
+        fwd_body<V, false>(a);
     }
 }
 
@@ -467,22 +751,29 @@ struct Position {
     float a, w0;
 };
 
-__device__ __forceinline__ void route_part(const BwdArgs& a, int t, int lane, const float* srow, float* rbuf,
-                                           unsigned* cmask) {
+__device__ __forceinline__ void route_part(const BwdArgs& a, int t, int lane, const float* srow, unsigned id0,
+                                           float gw0, float* rbuf, unsigned* cmask) {
     const size_t rowK = (size_t)t * (size_t)a.k;
+    auto gather = [&](Position& p) {
+        if (p.id < (unsigned)a.E) p.w0 = __ldg(srow + p.id);
+    };
     auto load = [&](int c0) {
         const int i = c0 + lane;
         Position p{0xffffffffu, 0.0f, 0.0f};
         if (i < a.k) {
             p.id = __ldg(a.ids + rowK + i);
             p.a = mul(a.scale, __ldg(a.gw + rowK + i));
-            if (p.id < (unsigned)a.E) p.w0 = __ldg(srow + p.id);
+            gather(p);
         }
         return p;
     };
-    // The first chunk stays in registers; later ones (k > 32) are loaded
-    // again in each pass (L1 hits).
-    const Position first = load(0);
+    // The first chunk (prefetched with the row: id0, gw0) stays in
+    // registers; later ones (k > 32) are loaded again in each pass (L1 hits).
+    Position first{id0, 0.0f, 0.0f};
+    if (lane < a.k) {
+        first.a = mul(a.scale, gw0);
+        gather(first);
+    }
     float D = 0.0f, q = 0.0f;
     if (a.norm) {
         for (int c0 = 0; c0 < a.k; c0 += BP_WARP) {
@@ -534,21 +825,40 @@ __device__ __forceinline__ void loss_part(const float (&x)[V], const float (&ae)
     for (int j = 0; j < V; ++j) l[j] = add(div(ae[j], d), mul(sgn(x[j]), r));
 }
 
+// What a token's backward reads first: its row of s, and the first chunk of
+// its chosen experts and their gw (lanes < k). The loop loads token t + dt's
+// while it computes token t's, so that a warp keeps two rows in flight.
 template <int V>
+struct BwdRow {
+    float x[V];
+    unsigned id;
+    float gw;
+};
+
+template <int V, bool FULL>
+__device__ __forceinline__ void bwd_load(const BwdArgs& a, int t, int lane, BwdRow<V>& r) {
+    const float* sl = a.scores + (size_t)t * (size_t)a.E + lane;
+#pragma unroll
+    for (int j = 0; j < V; ++j) r.x[j] = (FULL || lane + BP_WARP * j < a.E) ? __ldg(sl + BP_WARP * j) : 0.0f;
+    r.id = 0xffffffffu;
+    r.gw = 0.0f;
+    if (lane < a.k) {
+        const size_t rowK = (size_t)t * (size_t)a.k;
+        r.id = __ldg(a.ids + rowK + lane);
+        r.gw = __ldg(a.gw + rowK + lane);
+    }
+}
+
+template <int V, bool FULL>
 __device__ __forceinline__ void bwd_token(const BwdArgs& a, int t, int lane, const float (&ae)[V], float* rbuf,
-                                          unsigned* cmask) {
+                                          unsigned* cmask, const BwdRow<V>& row) {
     const int E = a.E;
     const size_t rowE = (size_t)t * (size_t)E;
     const float* srow = a.scores + rowE;
-    float x[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-        const int e = lane + BP_WARP * j;
-        x[j] = (e < E) ? __ldg(srow + e) : 0.0f;
-    }
+    const float(&x)[V] = row.x;
     cmask[lane] = 0u;
     __syncwarp();
-    route_part(a, t, lane, srow, rbuf, cmask);
+    route_part(a, t, lane, srow, row.id, row.gw, rbuf, cmask);
     __syncwarp();
     const unsigned mine = cmask[lane];  // bit j: expert lane + 32 j is chosen
 
@@ -561,15 +871,31 @@ __device__ __forceinline__ void bwd_token(const BwdArgs& a, int t, int lane, con
     // gs = chosen ? r_j + l : l (a chosen expert's r + (+0.0) without a
     // loss, as the profile adds it); grad = (gs * (1 - s)) * s, 1 - s one
     // rounded subtraction.
+    float* gl = a.grad + rowE + lane;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-        const int e = lane + BP_WARP * j;
-        if (e < E) {
-            const float gsv = ((mine >> j) & 1u) ? add(rbuf[e], l[j]) : l[j];
-            a.grad[rowE + e] = mul(mul(gsv, __fsub_rn(1.0f, x[j])), x[j]);
+        if (FULL || lane + BP_WARP * j < E) {
+            const float gsv = ((mine >> j) & 1u) ? add(rbuf[lane + BP_WARP * j], l[j]) : l[j];
+            gl[BP_WARP * j] = mul(mul(gsv, __fsub_rn(1.0f, x[j])), x[j]);
         }
     }
     __syncwarp();  // the next token rewrites cmask and rbuf
+}
+
+template <int V, bool FULL>
+__device__ __forceinline__ void bwd_tokens(const BwdArgs& a, int lane, const float (&ae)[V], float* rbuf,
+                                           unsigned* cmask, int t0, int dt) {
+    BwdRow<V> cur, nxt;
+    if (t0 < a.T) bwd_load<V, FULL>(a, t0, lane, cur);
+    for (int t = t0; t < a.T; t += dt) {
+        if (t + dt < a.T) {
+            bwd_load<V, FULL>(a, t + dt, lane, nxt);
+        } else {
+            nxt = BwdRow<V>{};  // the loop ends: never used
+        }
+        bwd_token<V, FULL>(a, t, lane, ae, rbuf, cmask, cur);
+        cur = nxt;
+    }
 }
 
 template <int V>
@@ -605,7 +931,13 @@ __device__ __forceinline__ void bwd(const BwdArgs& a) {
 #pragma unroll
         for (int j = 0; j < V; ++j) ae[j] = 0.0f;
     }
-    for (int t = blockIdx.x * warps + warp; t < a.T; t += gridDim.x * warps) bwd_token<V>(a, t, lane, ae, rbuf, cmask);
+    const int t0 = blockIdx.x * warps + warp;
+    const int dt = gridDim.x * warps;
+    if (a.E == BP_WARP * V) {
+        bwd_tokens<V, true>(a, lane, ae, rbuf, cmask, t0, dt);
+    } else {
+        bwd_tokens<V, false>(a, lane, ae, rbuf, cmask, t0, dt);
+    }
 }
 
 }  // namespace router
@@ -632,14 +964,19 @@ __device__ __forceinline__ void bwd(const BwdArgs& a) {
     }
 
 // The forward's residency target per V (blocks of 256 threads per SM), which
-// is its register budget: what ptxas needs without spilling, rounded to a
-// whole number of resident blocks. V = 8 (E = 256): 4 blocks (64 registers)
-// hold T = 4096 tokens in one wave on 132 SMs. V = 32 needs about 164
-// registers: left to its default, ptxas caps it at 128 and spills 128 bytes.
+// is its register budget. V = 8 (E = 256): 3 blocks (80 registers): 4 blocks
+// (64 registers, T = 4096 in one wave on 132 SMs) spill in the token loop and
+// measured slower at both T = 4096 and 65536 (reports/router-2026-11-30/
+// speed-notes.md); BP_ROUTER_FWD_MIN_BLOCKS_V8 overrides it for such
+// measurements. V = 32 needs about 164 registers: left to its default, ptxas
+// caps it at 128 and spills.
 BP_ROUTER_INSTANTIATE(1, 6)
 BP_ROUTER_INSTANTIATE(2, 6)
 BP_ROUTER_INSTANTIATE(4, 5)
-BP_ROUTER_INSTANTIATE(8, 4)
+#ifndef BP_ROUTER_FWD_MIN_BLOCKS_V8
+#define BP_ROUTER_FWD_MIN_BLOCKS_V8 3
+#endif
+BP_ROUTER_INSTANTIATE(8, BP_ROUTER_FWD_MIN_BLOCKS_V8)
 BP_ROUTER_INSTANTIATE(16, 2)
 BP_ROUTER_INSTANTIATE(32, 1)
 

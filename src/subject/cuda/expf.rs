@@ -131,6 +131,42 @@ mod tests {
         assert!(KernelId::ExpfCheck.source().text.contains(&format!("#define BP_EXPF_CHECK_THREADS {THREADS}")));
     }
 
+    /// The table path's constants (exp_table_eval) and its table of
+    /// 2^(j/64) (pow2_64) are the correctly rounded values, by MPFR.
+    #[test]
+    fn the_table_path_constants_are_correctly_rounded() {
+        use rug::float::{Constant, Round};
+        use rug::Float;
+        const PREC: u32 = 256;
+        let text = header("expf.cuh");
+        let rn = |x: Float| x.to_f64_round(Round::Nearest);
+        let ln2 = Float::with_val(PREC, Constant::Log2);
+        let l1 = rn(ln2.clone() / 64);
+        let constants = [
+            ("RN(64/ln2)", rn(Float::with_val(PREC, 64) / ln2.clone())),
+            ("L1 = RN(ln2/64)", l1),
+            ("L2 = RN(ln2/64 - L1)", rn(ln2.clone() / 64 - l1)),
+            ("RN(1/6)", rn(Float::with_val(PREC, 1) / 6)),
+            ("RN(1/24)", rn(Float::with_val(PREC, 1) / 24)),
+            ("RN(1/120)", rn(Float::with_val(PREC, 1) / 120)),
+        ];
+        let start = text.find("exp_table_eval(").expect("the table path");
+        for (what, v) in constants {
+            assert!(text[start..].contains(&c_hex(v)), "{what} = {} not in exp_table_eval", c_hex(v));
+        }
+        let head = "pow2_64[BP_EXP_TABLE] = {";
+        let at = text.find(head).expect("the table") + head.len();
+        let body = &text[at..at + text[at..].find("};").expect("its end")];
+        let entries: Vec<&str> = body.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        assert_eq!(entries.len(), 64);
+        assert!(text.contains("#define BP_EXP_TABLE 64"));
+        for (j, lit) in entries.iter().enumerate() {
+            let e: Float = Float::with_val(PREC, j as u32) / 64;
+            let want = rn(e.exp2());
+            assert_eq!(*lit, c_hex(want), "pow2_64[{j}]");
+        }
+    }
+
     /// The table of expf_hard.cuh: (input bits, result bits), as written.
     fn hard_table() -> Vec<(u32, u32)> {
         let text = header("expf_hard.cuh");

@@ -36,11 +36,11 @@ const FREQ_THREADS: u32 = 1024;
 #[cfg(test)]
 const GROUP_SHIFT: u32 = 20;
 
-/// Dynamic shared memory of `router_fwd_v<V>`: E block counters, then per
-/// warp 2E words (keys and kept flags, reused for the chosen weights and
-/// ids) and 32 words of candidate scratch.
+/// Dynamic shared memory of `router_fwd_v<V>`: E block counters and the E
+/// biases, then per warp 2E words (keys and kept flags, reused for the
+/// chosen weights and ids) and 32 words of candidate scratch.
 pub fn fwd_shared_bytes(e: usize) -> usize {
-    (e + WARPS * (2 * e + 32)) * 4
+    (2 * e + WARPS * (2 * e + 32)) * 4
 }
 
 /// Dynamic shared memory of `router_bwd_v<V>`: per warp E words of route
@@ -334,8 +334,9 @@ impl DeviceRouterCase {
         // shape rules (G | E, E/G >= 2, L <= G, k <= L*E/G) that the kernel
         // relies on, and every size in i32. The dynamic shared memory is the
         // kernel's contract (fwd_shared_bytes), within the limit raised at
-        // load. Every buffer is owned by self and outlives the launch (frees
-        // are stream-ordered).
+        // load. map is a whole device allocation (cudaMalloc: 256-byte
+        // aligned), as the kernel's 16-byte map stores need. Every buffer is
+        // owned by self and outlives the launch (frees are stream-ordered).
         unsafe { b.launch(Self::cfg(self.fwd_grid, THREADS, self.plan.fwd_shared)) }
             .map_err(dev_err("router_fwd launch"))?;
         self.forward_enqueued = true;
@@ -758,6 +759,93 @@ mod warp_model {
             1 => [0.25f32, 0.5, 1.0, -1.0][rng.below(pool.min(4))],
             _ => f32::from_bits(0x3f00_0000 + rng.below(4) as u32) * if rng.below(2) == 0 { 1.0 } else { -1.0 },
         }
+    }
+
+    /// fwd_grouped32 (group size 32, L <= G, k <= 2L): the kernel's choice of
+    /// experts, ascending, or `None` where it leaves the token to the
+    /// general path (more than 32 candidates).
+    fn grouped32(u: &[f32], g: usize, l: usize, k: usize) -> Option<Vec<usize>> {
+        assert!(u.len() == W * g && k <= 2 * l && l <= g);
+        let keys: Vec<u32> = u.iter().map(|&x| topk_key(x)).collect();
+        let col = |j: usize| &keys[W * j..W * (j + 1)];
+        // Group j's m1 and m2 by two max reductions and a ballot.
+        let pairs: Vec<(u32, u32)> = (0..g)
+            .map(|j| {
+                let m1 = *col(j).iter().max().unwrap();
+                let holders = col(j).iter().filter(|&&x| x == m1).count();
+                let below = col(j).iter().map(|&x| if x == m1 { 0 } else { x }).max().unwrap();
+                (m1, if holders > 1 { m1 } else { below })
+            })
+            .collect();
+        let kept: Vec<bool> = if l < g {
+            let mut sk: Vec<u32> = pairs.iter().map(|&(a, b)| topk_key(key_value(a) + key_value(b))).collect();
+            for _ in 0..l {
+                let m = *sk.iter().max().unwrap();
+                let first = sk.iter().position(|&x| x == m).unwrap();
+                sk[first] = 0;
+            }
+            sk.iter().map(|&x| x == 0).collect()
+        } else {
+            vec![true; g]
+        };
+        let lo = (0..g).filter(|&j| kept[j]).map(|j| pairs[j].1).min().unwrap();
+        // Candidates in slot order (j-major), as (key, expert).
+        let mut slots = Vec::new();
+        for j in (0..g).filter(|&j| kept[j]) {
+            for (lane, &x) in col(j).iter().enumerate() {
+                if x >= lo {
+                    slots.push((x, lane + W * j));
+                }
+            }
+        }
+        let c = slots.len();
+        if c > W {
+            return None;
+        }
+        assert!(c >= k);
+        let mut inside = vec![true; c];
+        if c - k <= k {
+            for _ in k..c {
+                let m = (0..c).filter(|&i| inside[i]).map(|i| slots[i].0).min().unwrap();
+                let last = (0..c).rev().find(|&i| inside[i] && slots[i].0 == m).unwrap();
+                inside[last] = false;
+            }
+        } else {
+            let mut won = vec![false; c];
+            for _ in 0..k {
+                let m = (0..c).filter(|&i| !won[i]).map(|i| slots[i].0).max().unwrap();
+                let first = (0..c).find(|&i| !won[i] && slots[i].0 == m).unwrap();
+                won[first] = true;
+            }
+            inside = won;
+        }
+        Some((0..c).filter(|&i| inside[i]).map(|i| slots[i].1).collect())
+    }
+
+    #[test]
+    fn the_grouped32_selection_matches_the_spec_order() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let shapes =
+            [(8, 4, 8), (2, 1, 2), (2, 2, 4), (4, 2, 4), (32, 16, 32), (3, 2, 4), (8, 8, 16), (16, 3, 6), (8, 4, 1)];
+        let mut fallbacks = 0;
+        let mut taken = 0;
+        for &(g, l, k) in &shapes {
+            for round in 0..200 {
+                let pool = 1 + round % 7;
+                let u: Vec<f32> = (0..W * g)
+                    .map(|_| if round % 7 == 6 { rng.below(1 << 20) as f32 * 1e-6 } else { value(&mut rng, pool) })
+                    .collect();
+                match grouped32(&u, g, l, k) {
+                    Some(ids) => {
+                        taken += 1;
+                        assert_eq!(ids, reference(&u, g, l, k), "G={g} L={l} k={k} u={u:?}");
+                    }
+                    None => fallbacks += 1,
+                }
+            }
+        }
+        // Both the fast path and its fallback (too many equal keys) occur.
+        assert!(taken > 0 && fallbacks > 0, "{taken} {fallbacks}");
     }
 
     #[test]
