@@ -2,6 +2,7 @@
 
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 use serde::{Deserialize, Serialize};
 
