@@ -387,6 +387,7 @@ fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
         }
     }
     for o in &ops_seen {
+        out += &format!("{}: every entry replayed on {}\n", o.name(), o.replay_subject_names().join(", "));
         for s in o.replay_skips() {
             out += &format!("SKIPPED {}: {}\n", s.suite, s.reason);
         }

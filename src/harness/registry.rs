@@ -41,6 +41,8 @@ pub trait DynOp: Send + Sync {
     fn replay(&self, entry: &RawEntry) -> EntryReplay;
     /// Suites the replay cannot run here.
     fn replay_skips(&self) -> Vec<Skip>;
+    /// The correct subjects every entry of this op is replayed on here.
+    fn replay_subject_names(&self) -> Vec<String>;
     /// Hunts every planted bug of this op.
     fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport>;
     fn planted_count(&self) -> usize;
@@ -122,6 +124,9 @@ impl<O: Harness> DynOp for Registered<O> {
     }
     fn replay_skips(&self) -> Vec<Skip> {
         self.replay_subjects.get_or_init(ReplaySubjects::default).skipped.clone()
+    }
+    fn replay_subject_names(&self) -> Vec<String> {
+        self.replay_subjects.get_or_init(ReplaySubjects::default).subjects.iter().map(|s| s.name()).collect()
     }
     fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport> {
         selftest::run::<O>(first_seed, cfg)
