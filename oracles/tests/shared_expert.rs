@@ -9,11 +9,14 @@ use oracles::bf16::Bf16Decision;
 use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
 use oracles::case::Layout;
 use oracles::mpfr::reference::{exact_backward, exact_forward, BackwardReference, ForwardReference};
+use oracles::mpfr::shared_expert::{analytic_gradient, check_gradient, check_gradient_against, gradient_entries};
+use oracles::mpfr::{with_precision, Exact, MAX_PREC};
 use oracles::num::Bounded;
 use oracles::op::shared_expert::SharedExpert;
-use oracles::op::{backward, forward};
+use oracles::op::{backward, forward, Op};
 use oracles::profile::shared_expert::SharedExpertProfile;
 use oracles::profile_oracle::shared_expert::{backward_on, forward_on};
+use std::time::Instant;
 
 /// xorshift64*: a fixed, dependency-free source of varied cases.
 struct Rng(u64);
@@ -449,4 +452,106 @@ fn special_values_anywhere_never_panic_and_never_raise_a_false_alarm() {
         (judged, unbounded) = (judged + acc.judged, unbounded + acc.unbounded);
     }
     assert!(unbounded > 0 && judged > unbounded, "{judged} judged, {unbounded} unbounded");
+}
+
+#[test]
+fn the_analytic_gradient_matches_an_independent_high_precision_derivation() {
+    // dF/dx for the golden case, derived by a Python script apart from this
+    // crate: z, dh = dy w2, sig = 1 / (1 + e^-g) (`decimal`, 80 digits),
+    // dgate = dh u sig (1 + g (1 - sig)), dup = dh g sig, dX = dz w1, no
+    // rounding anywhere; its values' f32 roundings, exactly (fractions):
+    // -0.0625973795318633732... 0xbd80330e, -0.0899364102032551979... 0xbdb83095,
+    // -0.1172754408746470226... 0xbdf02e1b, 0.1155082953836742111... 0x3dec8f9d,
+    // 0.1754277944256102288... 0x3e33a358, 0.2353472934675462466... 0x3e70fee2.
+    // (The profile's dX, which rounds dh and dz to bf16, is 0xbd804000 ...:
+    // the roundings are not part of this derivative.)
+    let a = analytic_gradient(&golden_case()).unwrap();
+    let got: Vec<u32> = a.iter().map(|e| oracles::mpfr::correctly_rounded(e).unwrap().to_bits()).collect();
+    assert_eq!(got, vec![0xbd80_330e, 0xbdb8_3095, 0xbdf0_2e1b, 0x3dec_8f9d, 0x3e33_a358, 0x3e70_fee2]);
+}
+
+#[test]
+fn the_gradient_check_passes_on_the_spec_s_backward() {
+    let start = Instant::now();
+    let mut checked = 0;
+    for i in 0..12 {
+        let c = varied(i);
+        let r = SharedExpert::check_gradient(&c, 1000).unwrap();
+        assert!(r.failures.is_empty(), "case {i}: {:?}", r.failures);
+        assert_eq!((r.checked, r.kinks, r.nonfinite), (c.t * c.h, 0, 0), "case {i}");
+        checked += r.checked;
+    }
+    // Weights of very different sizes: the step follows the gate weights
+    // (2^-100 of the distance to the sigmoid's poles), so huge weights are
+    // checked as well as ordinary ones.
+    let mut c = varied(3);
+    c.w1.iter_mut().step_by(3).for_each(|w| *w *= p2(60));
+    c.x.iter_mut().step_by(2).for_each(|v| *v *= p2(-50));
+    let r = SharedExpert::check_gradient(&c, 1000).unwrap();
+    assert!(r.failures.is_empty() && r.checked == c.t * c.h, "{r:?}");
+    // Tier A's largest shape, every entry.
+    let c = varied(4);
+    assert_eq!((c.t, c.h, c.f), (8, 16, 8));
+    let mut big = c.clone();
+    big.f = 16;
+    big.w1 = (0..2 * 16 * 16).map(|i| c.w1[i % c.w1.len()]).collect();
+    big.w2 = (0..16 * 16).map(|i| c.w2[(i * 7) % c.w2.len()]).collect();
+    let r = SharedExpert::check_gradient(&big, 1000).unwrap();
+    assert!(r.failures.is_empty() && r.checked == 128, "{r:?}");
+    checked += r.checked;
+    eprintln!("gradient check: {checked} entries in {:?}", start.elapsed());
+}
+
+#[test]
+fn the_gradient_check_fails_on_wrong_derivatives() {
+    let c = golden_case();
+    let entries = gradient_entries(&c, 100).unwrap();
+    assert_eq!(entries.len(), 6);
+    let right = analytic_gradient(&c).unwrap();
+    assert!(check_gradient_against(&c, &entries, &right).unwrap().failures.is_empty());
+    // Off by one part in 2^40: every entry fails.
+    let scaled: Vec<Exact> = with_precision(MAX_PREC, || {
+        right.iter().map(|a| Exact::new(rug::Float::with_val(MAX_PREC, &a.v * (1.0 + p2(-40) as f64)), a.err)).collect()
+    });
+    assert_eq!(check_gradient_against(&c, &entries, &scaled).unwrap().failures.len(), 6);
+    // The exact backward with its bf16 roundings of dh and dz (what the
+    // accuracy property judges the profile against) is not the derivative
+    // of the unrounded forward: the check tells them apart.
+    let p = SharedExpertProfile::serial();
+    let rounded =
+        with_precision(oracles::mpfr::interval::FD_PREC, || backward_on::<Exact>(&c, &p, None)).unwrap().out.dx;
+    assert_eq!(check_gradient_against(&c, &entries, &rounded).unwrap().failures.len(), 6);
+    // The gradient of the case with w1's gate and up blocks swapped (a
+    // backward that reads the blocks in the wrong order) fails.
+    let mut swapped = c.clone();
+    let half = c.f * c.h;
+    swapped.w1 = [&c.w1[half..], &c.w1[..half]].concat();
+    let wrong = analytic_gradient(&swapped).unwrap();
+    assert_eq!(check_gradient_against(&c, &entries, &wrong).unwrap().failures.len(), 6);
+    // A claim of the wrong length is an error, not a panic.
+    assert!(check_gradient_against(&c, &entries, &right[1..]).is_err());
+}
+
+#[test]
+fn non_finite_inputs_have_no_derivative_and_are_counted() {
+    // A NaN in token 0's x: its three entries are counted, token 1's checked.
+    let mut c = golden_case();
+    c.x[1] = f32::NAN;
+    let r = SharedExpert::check_gradient(&c, 100).unwrap();
+    assert_eq!((r.checked, r.nonfinite, r.failures.len()), (3, 3, 0), "{r:?}");
+    // An infinite dy: that row. An infinite weight: every entry.
+    let mut c = golden_case();
+    c.dy[4] = f32::NEG_INFINITY;
+    let r = SharedExpert::check_gradient(&c, 100).unwrap();
+    assert_eq!((r.checked, r.nonfinite), (3, 3));
+    let mut c = golden_case();
+    c.w2[0] = f32::INFINITY;
+    let r = SharedExpert::check_gradient(&c, 100).unwrap();
+    assert_eq!((r.checked, r.nonfinite), (0, 6));
+    // Entries are spread and bounded; out-of-range ones are ignored.
+    let c = varied(4);
+    let e = gradient_entries(&c, 10).unwrap();
+    assert_eq!((e.len(), e[0], e[9]), (10, (0, 0), (c.t - 1, c.h - 1)));
+    let r = check_gradient(&c, &[(c.t, 0), (0, c.h)]).unwrap();
+    assert_eq!(r.checked + r.nonfinite, 0);
 }
