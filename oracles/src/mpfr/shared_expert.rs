@@ -13,14 +13,19 @@
 //! and rounds dh and dz itself for the next matmul. So the function checked
 //! is
 //!
-//!   F(x) = sum_t sum_i dy[t][i] y[t][i],  y[t] = h[t] w2^T,
-//!   h[t][j] = silu(g[t][j]) u[t][j],  [g | u][t] = x[t] w1^T,
-//!   silu(g) = g / (1 + e^-g),
+//! ```text
+//! F(x) = sum_t sum_i dy[t][i] y[t][i],  y[t] = h[t] w2^T,
+//! h[t][j] = silu(g[t][j]) u[t][j],  [g | u][t] = x[t] w1^T,
+//! silu(g) = g / (1 + e^-g),
+//! ```
 //!
 //! with real arithmetic throughout and no rounding at all; dy, w1 and w2 are
 //! the case's values (bf16, exact). Its gradient is
-//! dF/dx[t] = [dgate | dup][t] w1 with dh = dy w2, dgate = dh u silu'(g),
-//! dup = dh silu(g), silu'(g) = sig(g) (1 + g (1 - sig(g))).
+//!
+//! ```text
+//! dF/dx[t] = [dgate | dup][t] w1,  dh = dy w2,  dgate = dh u silu'(g),
+//! dup = dh silu(g),  silu'(g) = sig(g) (1 + g (1 - sig(g))).
+//! ```
 //!
 //! The analytic side ([`analytic_gradient`]) is the exact backward of the
 //! profile oracle's code ([`crate::profile_oracle::shared_expert`]) run on
@@ -42,15 +47,15 @@
 //!
 //! # The step
 //!
-//! Entry (t, k) moves x[t][k] by a real delta: g[t][j] moves by
-//! delta w1[j][k] and u[t][j] by delta w1[F + j][k]. F is a polynomial in
+//! Entry (t, k) moves `x[t][k]` by a real delta: `g[t][j]` moves by
+//! `delta w1[j][k]` and `u[t][j]` by `delta w1[F + j][k]`. F is a polynomial in
 //! the u and the silu(g), and silu(g) is analytic except at the poles of the
 //! sigmoid, g = i pi (2m + 1): as a function of a complex delta, F is
-//! analytic within |Im delta| < pi / a, a = max_j |w1[j][k]| over the gate
+//! analytic within |Im delta| < pi / a, a = `max_j |w1[j][k]|` over the gate
 //! rows (everywhere when a = 0). The step is h = 2^-(100 + e) with 2^e >= a
 //! (e >= 0): at most 2^-100 / pi of the distance to the nearest pole. The
 //! moved point is never formed: z is linear in x, so z at x + delta e_k is
-//! z(x) + delta w1[., k], an exact real expression (enclosed), whatever the
+//! `z(x) + delta w1[., k]`, an exact real expression (enclosed), whatever the
 //! magnitudes of x and the step.
 //!
 //! # Kinks and non-finite entries
@@ -70,7 +75,7 @@
 //! D(h) - A = sum_m c_m h^2m with Cauchy bounds on c_m, and with c_m the
 //! first nonzero coefficient the left side is a 2 (4^m - 1)-th (at most a
 //! 6th) of the right one, up to terms some 2^-198 smaller. Where F is linear
-//! or quadratic in x[t][k] (no gate weight in column k, say) both quotients
+//! or quadratic in `x[t][k]` (no gate weight in column k, say) both quotients
 //! equal A exactly, up to the enclosures. A wrong derivative is off by an
 //! amount that does not shrink with h, and fails by a factor near 2^200.
 

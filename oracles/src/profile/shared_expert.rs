@@ -14,14 +14,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedExpertProfile {
     pub name: String,
-    /// z[t][r] = sum over i < H of x[t][i] * w1[r][i] (gate rows r < F, up
+    /// `z[t][r] = sum over i < H of x[t][i] * w1[r][i]` (gate rows r < F, up
     /// rows F..2F alike).
     pub z: ReductionOrder,
-    /// The forward's y[t][i] = sum over j < F of h[t][j] * w2[i][j].
+    /// The forward's `y[t][i] = sum over j < F of h[t][j] * w2[i][j]`.
     pub y: ReductionOrder,
-    /// The backward's dh[t][j] = sum over i < H of dy[t][i] * w2[i][j].
+    /// The backward's `dh[t][j] = sum over i < H of dy[t][i] * w2[i][j]`.
     pub dh: ReductionOrder,
-    /// dX[t][i] = sum over r < 2F of dz[t][r] * w1[r][i]: one sum over both
+    /// `dX[t][i] = sum over r < 2F of dz[t][r] * w1[r][i]`: one sum over both
     /// blocks, the gate block (r < F) first.
     pub dx: ReductionOrder,
 }
