@@ -75,6 +75,9 @@ fn the_profile_oracle_is_within_its_bound_of_the_exact_result() {
         let c = varied(i);
         let fwd = forward::<SharedExpert>(&c, &p).unwrap();
         let fr = ForwardReference::<SharedExpert>::new(&c, &p).unwrap();
+        // The bounded run executes the same profile: its f32 half is the
+        // oracle's bits, and so are its decisions' values.
+        assert_eq!(bits(&fwd.y), bits(&fr.bounded.out.y.iter().map(|b| b.x).collect::<Vec<_>>()));
         let acc = fr.judge(&c, &fwd);
         assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
         assert_eq!((acc.unbounded, acc.undetermined), (0, 0), "case {i}");
@@ -82,12 +85,32 @@ fn the_profile_oracle_is_within_its_bound_of_the_exact_result() {
 
         let bwd = backward::<SharedExpert>(&c, &p).unwrap();
         let br = BackwardReference::<SharedExpert>::new(&c, &p).unwrap();
+        assert_eq!(bits(&bwd.dx), bits(&br.bounded.out.dx.iter().map(|b| b.x).collect::<Vec<_>>()));
         let acc = br.judge(&c, &bwd);
         assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
         assert_eq!((acc.unbounded, acc.undetermined), (0, 0), "case {i}");
         judged += acc.judged;
     }
     assert!(judged > 500, "{judged}");
+}
+
+#[test]
+fn every_row_is_the_same_alone_as_in_its_batch() {
+    // SPEC section 5's batch invariance, on the profile oracle itself:
+    // fwd(x)[t] == fwd(x[t..t+1]) bit for bit (any NaN matching any NaN),
+    // the backward likewise.
+    let p = SharedExpertProfile::serial();
+    let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| oracles::same_bits(*x, *y));
+    for i in 0..12 {
+        let c = varied(i);
+        let (y, dx) = (forward::<SharedExpert>(&c, &p).unwrap().y, backward::<SharedExpert>(&c, &p).unwrap().dx);
+        for t in 0..c.t {
+            let alone = c.rows(t..t + 1);
+            let row = t * c.h..(t + 1) * c.h;
+            assert!(same(&forward::<SharedExpert>(&alone, &p).unwrap().y, &y[row.clone()]), "case {i} token {t}");
+            assert!(same(&backward::<SharedExpert>(&alone, &p).unwrap().dx, &dx[row]), "case {i} token {t}");
+        }
+    }
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -231,6 +254,24 @@ fn bf16_ties_round_to_even_in_the_profile_and_in_the_exact_oracle() {
 
 #[test]
 fn a_rounding_within_the_bound_of_a_boundary_is_a_near_tie_not_a_failure() {
+    // h: x = (1, 1, 0, 0), gate row (32, 0, 0, 0), up row (1, 3 2^-8, 0, 0):
+    // g = 32, u = 1 + 3 2^-8. In f32 sigmoid(32) = 1 (see `saturated`), and
+    // 32 u = 32.375 exactly: the midpoint between 32.25 (0x4201, odd) and
+    // 32.5 (0x4202, even), so the profile's h is 32.5. Exactly, h = 32.375 /
+    // (1 + e^-32), some 4e-13 below the midpoint: 32.25. The profile's
+    // bound (its sigmoid's rounding) holds the midpoint: a near tie; the
+    // exact oracle takes h = 32.5.
+    let mut c = saturated(1, vec![1.0, 0.0, 0.0, 0.0], vec![0.0; 4]);
+    c.x[1] = 1.0;
+    c.w1[4 + 1] = 3.0 * p2(-8);
+    let p = SharedExpertProfile::serial();
+    let fr = ForwardReference::<SharedExpert>::new(&c, &p).unwrap();
+    assert_eq!(fr.bounded.decisions.h, vec![Bf16Decision { value: 32.5, certain: false }]);
+    let y = forward::<SharedExpert>(&c, &p).unwrap().y;
+    assert_eq!(y, vec![32.5, 0.0, 0.0, 0.0]);
+    let acc = fr.judge(&c, &SharedExpertForward { y });
+    assert_eq!((acc.near_ties, acc.outside.len()), (1, 0), "{acc:?}");
+
     // Forward: y0 = bf16(32 + 32 2^-8 + 32 2^-30), h = (32, 32, 32). In f32
     // the last term, 2^-25, is far below half an ulp of 32.125 (2^-19): the
     // profile's sum is 32.125, a midpoint, which rounds to even, 32. The
