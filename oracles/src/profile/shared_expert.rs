@@ -8,6 +8,10 @@
 use crate::order::ReductionOrder::{self, Serial};
 use serde::{Deserialize, Serialize};
 
+/// What the seed (RL-Kernel's strict providers) calls the `serial` profile:
+/// split-K 1, serial ascending K, mul then add, no workspace (SPEC section 5).
+pub const SEED_SERIAL: &str = "oracle-fp32-serial-v1";
+
 /// The order of every sum `shared_expert` performs. Each is a dot product
 /// whose terms (products, rounded separately) are listed by ascending inner
 /// index and reduced in the named order.
@@ -39,7 +43,10 @@ impl SharedExpertProfile {
         vec![Self::serial()]
     }
 
+    /// A shipped profile by its name; the seed's name of `serial`
+    /// ([`SEED_SERIAL`]) is accepted too.
     pub fn by_name(name: &str) -> Option<Self> {
+        let name = if name == SEED_SERIAL { "serial" } else { name };
         Self::all().into_iter().find(|p| p.name == name)
     }
 
@@ -67,6 +74,7 @@ mod tests {
     #[test]
     fn serial_is_found_by_name_and_a_zero_chunk_is_refused() {
         assert_eq!(SharedExpertProfile::by_name("serial"), Some(SharedExpertProfile::serial()));
+        assert_eq!(SharedExpertProfile::by_name(SEED_SERIAL), Some(SharedExpertProfile::serial()));
         assert!(SharedExpertProfile::by_name("nope").is_none());
         assert!(SharedExpertProfile::serial().validate().is_ok());
         let mut p = SharedExpertProfile::serial();
