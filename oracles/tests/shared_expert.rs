@@ -659,3 +659,34 @@ fn sweep_for_false_alarms() {
     }
     eprintln!("{n} cases: {judged} judged, {near} near-tie rows, {unbounded} unbounded, {undetermined} undetermined");
 }
+
+#[test]
+fn the_rational_evaluation_needs_the_decisions_the_sigmoid_is_not_rational() {
+    // e^x is transcendental for rational x != 0: without decisions, the
+    // rational forward's h (and so y) is no rational, never a number. Given
+    // the profile's h, y is a rational function of bf16 values: exact, and
+    // its rounding is the exact oracle's.
+    use oracles::mpfr::rational::Rat;
+    use oracles::num::Num;
+    let c = golden_case();
+    let p = SharedExpertProfile::serial();
+    let own = SharedExpert::forward_on::<Rat>(&c, &p, None).unwrap().out;
+    assert!(own.y.iter().all(|r| r.value().is_none()));
+    let bounded = forward_on::<Bounded>(&c, &p, None).unwrap();
+    let rat = SharedExpert::forward_on::<Rat>(&c, &p, Some(&bounded.decisions)).unwrap();
+    let exact = exact_forward::<SharedExpert>(&c, Some(&bounded.decisions)).unwrap();
+    let r: Vec<u32> = rat.out.y.iter().map(|q| q.to_f32().to_bits()).collect();
+    let e: Vec<u32> = exact.out.y.iter().map(|x| x.v.to_f32().to_bits()).collect();
+    assert_eq!(r, e);
+    assert_eq!(bits(&forward::<SharedExpert>(&c, &p).unwrap().y), e);
+    // The exact oracle on its own decisions agrees here (no near tie).
+    let alone = exact_forward::<SharedExpert>(&c, None).unwrap();
+    assert_eq!(alone.out.y.iter().map(|x| x.v.to_f32().to_bits()).collect::<Vec<_>>(), e);
+    // The backward alike: dX given the profile's dh and dz.
+    let bounded = backward_on::<Bounded>(&c, &p, None).unwrap();
+    let rat = SharedExpert::backward_on::<Rat>(&c, &p, Some(&bounded.decisions)).unwrap();
+    let exact = exact_backward::<SharedExpert>(&c, Some(&bounded.decisions)).unwrap();
+    for (q, x) in rat.out.dx.iter().zip(&exact.out.dx) {
+        assert_eq!(Some(q.to_f32()), oracles::mpfr::correctly_rounded(x));
+    }
+}
