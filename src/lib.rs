@@ -15,6 +15,7 @@ pub mod gen;
 pub mod harness;
 pub mod import;
 pub mod knobs;
+pub mod merge;
 pub mod model;
 pub mod planted;
 pub mod props;

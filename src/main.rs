@@ -12,9 +12,10 @@ use bitparity::gen::GenConfig;
 use bitparity::harness::{op_by_name, ops, DynOp};
 use bitparity::import::{ImportError, MAX_ARTIFACT_BYTES};
 use bitparity::knobs;
+use bitparity::merge;
 use bitparity::props::Property;
-use bitparity::report::{self, RunReport, Verdict};
-use bitparity::runner::{Plan, SavePolicy};
+use bitparity::report::{self, JsonReport, RunPlan, RunReport, Verdict};
+use bitparity::runner::{Plan, SavePolicy, Shard};
 use bitparity::selftest;
 use bitparity::subject::Skip;
 use clap::{Parser, Subcommand};
@@ -64,6 +65,11 @@ struct CheckArgs {
     /// Run only case N of the seed (a failure's reproduce command).
     #[arg(long, value_name = "N")]
     case: Option<u64>,
+    /// Run shard I of N: every N-th case of the run, from the I-th (1-based;
+    /// cargo-nextest's convention). `bitparity merge` combines the shards'
+    /// --json summaries into the unsharded run's summary.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<String>,
     /// Write the summary as JSON here (`-`: stdout; the table then goes
     /// to stderr).
     #[arg(long)]
@@ -111,6 +117,20 @@ enum Command {
         #[arg(long, default_value = "0")]
         seed: String,
     },
+    /// Combine the --json summaries of every shard of one run (`check --shard
+    /// i/n`) into the unsharded run's summary; exit code as that run's.
+    Merge {
+        /// The shards' JSON summaries, each shard exactly once.
+        #[arg(required = true)]
+        summaries: Vec<PathBuf>,
+        /// Write the merged summary as JSON here (`-`: stdout; the table
+        /// then goes to stderr).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write the merged summary as Markdown here.
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+    },
     /// Turn a fuzz artifact into a shrunk corpus entry (docs/fuzzing.md).
     Import {
         /// The raw input libFuzzer saved (fuzz/artifacts/<target>/crash-...).
@@ -139,6 +159,7 @@ fn main() -> ExitCode {
         Command::Replay { path, op, subject } => cmd_replay(&path, op.as_deref(), subject.as_deref()),
         Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
+        Command::Merge { summaries, json, markdown } => cmd_merge(&summaries, json, markdown),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -206,6 +227,10 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         }
         None => (a.cases.or(env_cases).or(if seconds.is_some() { None } else { Some(1000) }), 0),
     };
+    let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
+    if shard.is_some() && a.case.is_some() {
+        return Err("--case N runs one case: it has no shards".into());
+    }
     if cases == Some(0) {
         return Err(match a.cases {
             Some(_) => "--cases must be at least 1".into(),
@@ -272,6 +297,7 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         cases,
         seconds: per_op,
         first_case,
+        shard,
         seed,
         gen: gen.clone(),
         save,
@@ -291,25 +317,58 @@ fn cmd_check(a: CheckArgs) -> Outcome {
     }
     let run = RunReport {
         seed,
+        plan: RunPlan {
+            cases,
+            seconds_per_op: per_op.map(|d| d.as_secs_f64()),
+            first_case,
+            properties: plan.properties.clone(),
+            subjects: a.subject.clone(),
+            shard,
+        },
         ops: summaries,
         gen,
         knobs: knobs::recorded(),
         unavailable,
         interrupted: interrupt.load(Ordering::SeqCst),
     };
-    let table = report::to_table(&run);
-    if a.json.as_deref() == Some(Path::new("-")) {
+    write_run(&run, a.json.as_deref(), a.markdown.as_deref(), "bitparity check")
+}
+
+/// Prints a run's table (to stderr when the JSON goes to stdout), writes its
+/// JSON and Markdown where asked; the run's exit code.
+fn write_run(run: &RunReport, json: Option<&Path>, markdown: Option<&Path>, title: &str) -> Outcome {
+    let table = report::to_table(run);
+    if json == Some(Path::new("-")) {
         eprint!("{table}");
     } else {
         emit(&table);
     }
-    if let Some(p) = &a.json {
-        write_output(p, &report::to_json(&run))?;
+    if let Some(p) = json {
+        write_output(p, &report::to_json(run))?;
     }
-    if let Some(p) = &a.markdown {
-        write_output(p, &report::to_markdown(&run, &format!("bitparity check, {}", corpus::today())))?;
+    if let Some(p) = markdown {
+        write_output(p, &report::to_markdown(run, &format!("{title}, {}", corpus::today())))?;
     }
     Ok(run.verdict().exit_code())
+}
+
+/// The most a summary file may hold: a run's summary is a few hundred KB.
+const MAX_SUMMARY_BYTES: u64 = 64 << 20;
+
+fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>) -> Outcome {
+    for p in json.iter().chain(&markdown) {
+        check_writable(p)?;
+    }
+    let mut parts = Vec::new();
+    for f in files {
+        let name = f.display().to_string();
+        let bytes = read_capped(f, MAX_SUMMARY_BYTES).map_err(|e| format!("{name}: {e}"))?;
+        let r: JsonReport = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{name}: not a `bitparity check --json` summary: {e}"))?;
+        parts.push((name, r));
+    }
+    let run = merge::merge(&parts)?;
+    write_run(&run, json.as_deref(), markdown.as_deref(), "bitparity check (merged shards)")
 }
 
 fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {

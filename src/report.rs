@@ -2,13 +2,15 @@
 //! (`--markdown`, the nightly report), and its verdict and exit code.
 
 use crate::gen::GenConfig;
-use crate::runner::OpSummary;
+use crate::props::Property;
+use crate::runner::{FailureRecord, OpSummary, Shard};
 use crate::subject::Skip;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// How a run ended; each verdict has its exit code (README, "Exit codes").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// Every judged case of every property held, and something was judged.
@@ -41,10 +43,30 @@ impl Verdict {
     }
 }
 
+/// What a `check` was asked to run: shards of one run agree on all of it
+/// but the shard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunPlan {
+    /// Cases per op, when bounded by a count (`--cases`).
+    pub cases: Option<u64>,
+    /// The time budget of each op, when bounded by time (`--seconds`).
+    pub seconds_per_op: Option<f64>,
+    /// The index of the first case (`--case N`).
+    pub first_case: u64,
+    pub properties: Vec<Property>,
+    /// The subjects named (`--subject`; empty: every available one).
+    pub subjects: Vec<String>,
+    /// This summary's share of the run; `None` for a whole run (unsharded,
+    /// or the merge of every shard).
+    pub shard: Option<Shard>,
+}
+
 /// Everything a `check` found, over every op it ran.
 #[derive(Clone, Debug)]
 pub struct RunReport {
     pub seed: u64,
+    pub plan: RunPlan,
     pub ops: Vec<OpSummary>,
     pub gen: GenConfig,
     /// Environment knobs that change the cases (set ones only).
@@ -118,8 +140,9 @@ pub fn to_table(run: &RunReport) -> String {
     let knobs: Vec<String> = run.knobs.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let _ = writeln!(
         out,
-        "seed {}; generator max T x E {}, max T {}, max E {}{}",
+        "seed {}{}; generator max T x E {}, max T {}, max E {}{}",
         run.seed,
+        run.plan.shard.map(|s| format!(", shard {s}")).unwrap_or_default(),
         run.gen.max_te,
         run.gen.max_t,
         run.gen.max_e,
@@ -198,83 +221,137 @@ pub fn to_table(run: &RunReport) -> String {
     out
 }
 
-#[derive(Serialize)]
-struct JsonRow<'a> {
-    op: &'a str,
-    property: String,
-    profile: &'a str,
-    subject: &'a str,
-    cases: u64,
-    failures: u64,
-    worst_error_over_bound: Option<f64>,
-    near_ties: u64,
-    unbounded: u64,
-    kinks: u64,
-    undetermined: u64,
-    not_applicable_cases: u64,
-    not_applicable: Option<&'a str>,
+/// A row of the JSON summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonRow {
+    pub op: String,
+    pub property: Property,
+    pub profile: String,
+    pub subject: String,
+    pub cases: u64,
+    pub failures: u64,
+    pub worst_error_over_bound: Option<f64>,
+    pub near_ties: u64,
+    pub unbounded: u64,
+    pub kinks: u64,
+    pub undetermined: u64,
+    pub not_applicable_cases: u64,
+    pub not_applicable: Option<String>,
+}
+
+/// An op of the JSON summary.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonOp {
+    pub op: String,
+    pub cases: u64,
+    pub seconds: f64,
+    pub near_tie_cases: u64,
+    pub classes: BTreeMap<String, u64>,
+    pub skipped: Vec<Skip>,
+    pub failures: Vec<FailureRecord>,
+}
+
+/// The generator's sizes, as the JSON summary records them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonGenerator {
+    pub max_te: usize,
+    pub max_t: usize,
+    pub max_e: usize,
+}
+
+/// The JSON summary (`--json`; README, "Reading the table"), which `merge`
+/// reads back: strict, so that a file of another kind is refused.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonReport {
+    pub seed: u64,
+    pub verdict: Verdict,
+    pub exit_code: u8,
+    pub passed: bool,
+    pub interrupted: bool,
+    pub cases: u64,
+    pub seconds: f64,
+    pub plan: RunPlan,
+    pub generator: JsonGenerator,
+    pub knobs: BTreeMap<String, String>,
+    pub unavailable: Vec<Skip>,
+    pub ops: Vec<JsonOp>,
+    pub rows: Vec<JsonRow>,
+}
+
+impl JsonReport {
+    pub fn of(run: &RunReport) -> JsonReport {
+        let rows = run
+            .ops
+            .iter()
+            .flat_map(|s| s.rows.iter())
+            .map(|(k, r)| JsonRow {
+                op: k.op.clone(),
+                property: k.property,
+                profile: k.profile.clone(),
+                subject: k.subject.clone(),
+                cases: r.cases,
+                failures: r.failures,
+                worst_error_over_bound: r.worst_error_over_bound,
+                near_ties: r.near_ties,
+                unbounded: r.unbounded,
+                kinks: r.kinks,
+                undetermined: r.undetermined,
+                not_applicable_cases: r.not_applicable_cases,
+                not_applicable: r.not_applicable.clone(),
+            })
+            .collect();
+        let ops = run
+            .ops
+            .iter()
+            .map(|s| JsonOp {
+                op: s.op.clone(),
+                cases: s.cases,
+                seconds: s.seconds,
+                near_tie_cases: s.near_tie_cases,
+                classes: s.classes.iter().cloned().collect(),
+                skipped: s.skipped.clone(),
+                failures: s.failures.clone(),
+            })
+            .collect();
+        let v = run.verdict();
+        JsonReport {
+            seed: run.seed,
+            verdict: v,
+            exit_code: v.exit_code(),
+            passed: v == Verdict::Passed,
+            interrupted: run.interrupted,
+            cases: run.ops.iter().map(|s| s.cases).sum(),
+            seconds: run.ops.iter().map(|s| s.seconds).sum(),
+            plan: run.plan.clone(),
+            generator: JsonGenerator { max_te: run.gen.max_te, max_t: run.gen.max_t, max_e: run.gen.max_e },
+            knobs: run.knobs.iter().cloned().collect(),
+            unavailable: run.unavailable.clone(),
+            ops,
+            rows,
+        }
+    }
 }
 
 /// The same summary as JSON (README, "Reading the table").
 pub fn to_json(run: &RunReport) -> String {
-    let rows: Vec<JsonRow> = run
-        .ops
-        .iter()
-        .flat_map(|s| s.rows.iter())
-        .map(|(k, r)| JsonRow {
-            op: &k.op,
-            property: k.property.to_string(),
-            profile: &k.profile,
-            subject: &k.subject,
-            cases: r.cases,
-            failures: r.failures,
-            worst_error_over_bound: r.worst_error_over_bound,
-            near_ties: r.near_ties,
-            unbounded: r.unbounded,
-            kinks: r.kinks,
-            undetermined: r.undetermined,
-            not_applicable_cases: r.not_applicable_cases,
-            not_applicable: r.not_applicable.as_deref(),
-        })
-        .collect();
-    let ops: Vec<serde_json::Value> = run
-        .ops
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "op": s.op,
-                "cases": s.cases,
-                "seconds": s.seconds,
-                "near_tie_cases": s.near_tie_cases,
-                "classes": s.classes.iter().map(|(c, n)| (c.clone(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
-                "skipped": s.skipped,
-                "failures": s.failures,
-            })
-        })
-        .collect();
-    let v = run.verdict();
-    let j = serde_json::json!({
-        "seed": run.seed,
-        "verdict": v,
-        "exit_code": v.exit_code(),
-        "passed": v == Verdict::Passed,
-        "interrupted": run.interrupted,
-        "cases": run.ops.iter().map(|s| s.cases).sum::<u64>(),
-        "seconds": run.ops.iter().map(|s| s.seconds).sum::<f64>(),
-        "generator": { "max_te": run.gen.max_te, "max_t": run.gen.max_t, "max_e": run.gen.max_e },
-        "knobs": run.knobs.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
-        "unavailable": run.unavailable,
-        "ops": ops,
-        "rows": rows,
-    });
-    serde_json::to_string_pretty(&j).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")) + "\n"
+    serde_json::to_string_pretty(&JsonReport::of(run)).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")) + "\n"
 }
 
 /// The summary as Markdown: the nightly report's body.
 pub fn to_markdown(run: &RunReport, title: &str) -> String {
     let mut md = format!("# {title}\n\n");
-    let _ =
-        writeln!(md, "- seed {}; verdict **{}** (exit {})", run.seed, run.verdict().word(), run.verdict().exit_code());
+    let _ = writeln!(
+        md,
+        "- seed {}{}; verdict **{}** (exit {})",
+        run.seed,
+        run.plan.shard.map(|s| format!(", shard {s}")).unwrap_or_default(),
+        run.verdict().word(),
+        run.verdict().exit_code()
+    );
     let _ = writeln!(
         md,
         "- generator: max T x E {}, max T {}, max E {}{}",

@@ -73,6 +73,7 @@ pub fn check<O: Harness>(subject: SubjectRef<O>, settings: &Settings) -> Result<
         cases: Some(settings.cases.max(1)),
         seconds: None,
         first_case: 0,
+        shard: None,
         seed: settings.seed,
         gen: settings.gen.clone(),
         save: SavePolicy { root: settings.corpus.clone(), planted: true },

@@ -46,6 +46,8 @@ pub trait DynOp: Send + Sync {
     /// Hunts every planted bug of this op.
     fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport>;
     fn planted_count(&self) -> usize;
+    /// The op's adversarial classes, in the order its reports list them.
+    fn class_names(&self) -> Vec<String>;
     /// The body of this op's fuzz target in direction `dir`.
     fn fuzz(&self, dir: Direction, target: &str, data: &[u8]);
     /// Imports a fuzz artifact of this op.
@@ -133,6 +135,9 @@ impl<O: Harness> DynOp for Registered<O> {
     }
     fn planted_count(&self) -> usize {
         O::planted().len()
+    }
+    fn class_names(&self) -> Vec<String> {
+        O::classes().iter().map(|c| c.to_string()).collect()
     }
     fn fuzz(&self, dir: Direction, target: &str, data: &[u8]) {
         let subjects = self.fuzz_subjects.get_or_init(|| {

@@ -14,7 +14,7 @@ use crate::subject::{Skip, SubjectRef};
 use indicatif::{ProgressBar, ProgressStyle};
 use oracles::op::{Op, Profile};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,12 +41,59 @@ pub struct Plan {
     pub seconds: Option<Duration>,
     /// The index of the first case (`--case N` runs exactly case N).
     pub first_case: u64,
+    /// This run's share of the cases (`--shard i/n`); `None`: all of them.
+    pub shard: Option<Shard>,
     pub seed: u64,
     pub gen: GenConfig,
     pub save: SavePolicy,
     pub progress: bool,
     /// Set by SIGINT: the current cases finish, no new one starts.
     pub interrupt: Arc<AtomicBool>,
+}
+
+/// Shard `index` of `count` (`--shard i/n`, 1-based, the convention of
+/// cargo-nextest's `--partition count:i/n`): the cases whose position m in
+/// the unsharded run (case index = first case + m) has m mod n = i - 1. The n
+/// shards of a run together judge exactly the cases of the unsharded run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Shard {
+    /// Reads `i/n` with 1 <= i <= n.
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let bad = || format!("--shard {text:?}: expected i/n with 1 <= i <= n (e.g. 2/8)");
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (i.trim().parse::<u64>().map_err(|_| bad())?, n.trim().parse::<u64>().map_err(|_| bad())?);
+        if index == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The position in the unsharded run of this shard's `n`-th case
+    /// (`None` past the positions a u64 holds).
+    pub fn position(self, n: u64) -> Option<u64> {
+        n.checked_mul(self.count)?.checked_add(self.index - 1)
+    }
+
+    /// How many of the first `cases` positions are this shard's.
+    pub fn share(self, cases: u64) -> u64 {
+        if cases < self.index {
+            0
+        } else {
+            (cases - self.index) / self.count + 1
+        }
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
 }
 
 /// One row of the table: an op, a property, a profile, a subject.
@@ -78,7 +125,7 @@ pub struct RowStats {
 }
 
 /// What happened to a failure's shrunk case.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum SaveNote {
     Saved {
@@ -98,7 +145,8 @@ pub enum SaveNote {
 }
 
 /// A failure, shrunk, with how to reproduce it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FailureRecord {
     pub op: String,
     pub property: Property,
@@ -408,7 +456,7 @@ fn progress_bar(plan: &Plan, op: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let b = match (plan.cases, plan.seconds) {
-        (Some(n), _) => ProgressBar::new(n),
+        (Some(n), _) => ProgressBar::new(plan.shard.map_or(n, |sh| sh.share(n))),
         (None, Some(d)) => ProgressBar::new(d.as_secs().max(1)),
         (None, None) => ProgressBar::new(0),
     };
@@ -433,30 +481,53 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
         ..Default::default()
     });
     let classes: Mutex<BTreeMap<O::Class, u64>> = Mutex::new(BTreeMap::new());
-    // Rows whose first failure is being (or was) shrunk: one per row.
-    let claimed: Mutex<BTreeSet<RowKey>> = Mutex::new(BTreeSet::new());
-    // Workers pull case indices from one counter until the case count or
+    // Per row, the position of the case whose failure was shrunk (the first
+    // found: shrunk and saved at once) and the lowest failing position. The
+    // report shows the lowest one's failure, so that it does not depend on
+    // how the cases were spread over threads or shards.
+    let shrunk_at: Mutex<BTreeMap<RowKey, u64>> = Mutex::new(BTreeMap::new());
+    let lowest: Mutex<BTreeMap<RowKey, u64>> = Mutex::new(BTreeMap::new());
+    let records: Mutex<BTreeMap<RowKey, FailureRecord>> = Mutex::new(BTreeMap::new());
+    // Workers pull case numbers from one counter until the case count or
     // the time budget is reached: no batch waits for its slowest case.
     let counter = AtomicU64::new(0);
+    let shard = plan.shard.unwrap_or(Shard { index: 1, count: 1 });
     let workers = rayon::current_num_threads().max(1);
-    fn lock(m: &Mutex<OpSummary>) -> std::sync::MutexGuard<'_, OpSummary> {
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|e| e.into_inner())
     }
+    let record = |key: &RowKey, position: u64, case: &O::Case| {
+        let index = plan.first_case.wrapping_add(position);
+        record_failure::<O>(
+            Found {
+                property: key.property,
+                subject: &key.subject,
+                profile: &key.profile,
+                case,
+                case_index: Some(index),
+                seed: Some(plan.seed),
+                note_prefix: String::new(),
+            },
+            subjects,
+            &plan.save,
+            crate::shrink::BUDGET,
+        )
+    };
     rayon::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|_| loop {
                 if plan.interrupt.load(Ordering::Relaxed) || plan.seconds.is_some_and(|l| start.elapsed() >= l) {
                     return;
                 }
-                let n = counter.fetch_add(1, Ordering::Relaxed);
-                if plan.cases.is_some_and(|c| n >= c) {
+                let Some(position) = shard.position(counter.fetch_add(1, Ordering::Relaxed)) else { return };
+                if plan.cases.is_some_and(|c| position >= c) {
                     return;
                 }
-                let index = plan.first_case.wrapping_add(n);
+                let index = plan.first_case.wrapping_add(position);
                 let case = case_at::<O>(plan.seed, index, &plan.gen);
                 let judged = judge_case::<O>(&case, subjects, &plan.properties);
                 {
-                    let mut c = classes.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut c = lock(&classes);
                     for class in O::classify(&case) {
                         *c.entry(class).or_default() += 1;
                     }
@@ -470,9 +541,14 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                         let Some(row) = st.rows.get_mut(key) else { continue };
                         tally(row, j);
                         near |= j.near_ties > 0;
-                        if j.failure.is_some() && claimed.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone())
-                        {
-                            new_failures.push(key.clone());
+                        if j.failure.is_some() {
+                            let mut low = lock(&lowest);
+                            let l = low.entry(key.clone()).or_insert(position);
+                            *l = (*l).min(position);
+                            if let std::collections::btree_map::Entry::Vacant(v) = lock(&shrunk_at).entry(key.clone()) {
+                                v.insert(position);
+                                new_failures.push(key.clone());
+                            }
                         }
                     }
                     st.near_tie_cases += near as u64;
@@ -494,31 +570,72 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                             shape::<O>(&case)
                         ),
                     );
-                    let record = record_failure::<O>(
-                        Found {
-                            property: key.property,
-                            subject: &key.subject,
-                            profile: &key.profile,
-                            case: &case,
-                            case_index: Some(index),
-                            seed: Some(plan.seed),
-                            note_prefix: String::new(),
-                        },
-                        subjects,
-                        &plan.save,
-                        crate::shrink::BUDGET,
-                    );
-                    say(&bar, record.text());
-                    lock(&state).failures.push(record);
+                    let r = record(&key, position, &case);
+                    say(&bar, r.text());
+                    lock(&records).insert(key, r);
                 }
             });
         }
     });
+    // A row whose lowest failing case is not the one shrunk (another thread
+    // got there first): that case is shrunk too and reported instead.
+    let (shrunk_at, lowest) = (lock(&shrunk_at).clone(), lock(&lowest).clone());
+    for (key, &low) in &lowest {
+        if shrunk_at.get(key) == Some(&low) || plan.interrupt.load(Ordering::Relaxed) {
+            continue;
+        }
+        let case = case_at::<O>(plan.seed, plan.first_case.wrapping_add(low), &plan.gen);
+        say(
+            &bar,
+            format!(
+                "{} / {} / {}: case {} failed too, the lowest: shrinking it for the report",
+                key.op,
+                key.property,
+                key.subject,
+                plan.first_case.wrapping_add(low)
+            ),
+        );
+        let r = record(key, low, &case);
+        lock(&records).insert(key.clone(), r);
+    }
     bar.finish_and_clear();
     let mut summary = state.into_inner().unwrap_or_else(|e| e.into_inner());
+    summary.failures = records.into_inner().unwrap_or_else(|e| e.into_inner()).into_values().collect();
     let counts = classes.into_inner().unwrap_or_else(|e| e.into_inner());
     summary.classes = O::classes().iter().map(|c| (c.to_string(), counts.get(c).copied().unwrap_or(0))).collect();
     summary.failures.sort_by(|a, b| (a.property, &a.subject).cmp(&(b.property, &b.subject)));
     summary.seconds = start.elapsed().as_secs_f64();
     summary
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::Shard;
+
+    #[test]
+    fn shards_partition_the_positions() {
+        let cases = 23;
+        for count in 1..=5u64 {
+            let mut seen = vec![0u32; cases as usize];
+            for index in 1..=count {
+                let s = Shard { index, count };
+                let mine: Vec<u64> = (0..).map_while(|n| s.position(n).filter(|&p| p < cases)).collect();
+                assert_eq!(mine.len() as u64, s.share(cases), "{s}");
+                for p in mine {
+                    seen[p as usize] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{count} shards: {seen:?}");
+        }
+        assert_eq!(Shard { index: 3, count: 3 }.share(2), 0);
+        assert_eq!(Shard { index: 2, count: u64::MAX }.position(1), None);
+    }
+
+    #[test]
+    fn parse_takes_i_of_n() {
+        assert_eq!(Shard::parse("2/8"), Ok(Shard { index: 2, count: 8 }));
+        for bad in ["0/1", "2/1", "1", "a/b", "1/0", ""] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
 }

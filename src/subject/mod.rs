@@ -94,7 +94,8 @@ pub fn invalid(e: impl fmt::Display) -> SubjectError {
 }
 
 /// A suite that cannot run here, and why.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Skip {
     pub suite: String,
     pub reason: String,
