@@ -9,6 +9,7 @@
 //! calls from its own `cargo test`.
 
 pub mod corpus;
+pub mod devices;
 pub mod fsio;
 pub mod fuzzing;
 pub mod gen;

@@ -6,6 +6,7 @@
 //! line could not run here; 130 interrupted (SIGINT) with no failure.
 
 use bitparity::corpus;
+use bitparity::devices;
 use bitparity::fsio::{check_writable, read_capped, write_atomic};
 use bitparity::fuzzing::Direction;
 use bitparity::gen::GenConfig;
@@ -70,6 +71,12 @@ struct CheckArgs {
     /// --json summaries into the unsharded run's summary.
     #[arg(long, value_name = "I/N")]
     shard: Option<String>,
+    /// One worker process per GPU: `all`, or ordinals like `0,1`. Each runs
+    /// a shard of the run (of --shard's shard, when given) on its own GPU
+    /// with its share of the CPU cores; their summaries are merged, and each
+    /// device's cases per second reported.
+    #[arg(long, value_name = "all|0,1,..")]
+    devices: Option<String>,
     /// Write the summary as JSON here (`-`: stdout; the table then goes
     /// to stderr).
     #[arg(long)]
@@ -278,6 +285,13 @@ fn cmd_check(a: CheckArgs) -> Outcome {
     let seed = seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
     });
+    if let Some(spec) = &a.devices {
+        if a.case.is_some() {
+            return Err("--case N runs one case: it has no devices to spread over".into());
+        }
+        let ordinals = devices::parse(spec, bitparity::subject::cuda::device::device_count)?;
+        return check_on_devices(&a, &ordinals, shard, seed, cases);
+    }
     let interrupt = Arc::new(AtomicBool::new(false));
     {
         let flag = interrupt.clone();
@@ -331,6 +345,73 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         unavailable,
         interrupted: interrupt.load(Ordering::SeqCst),
     };
+    write_run(&run, a.json.as_deref(), a.markdown.as_deref(), "bitparity check")
+}
+
+/// `check --devices`: the workers, their throughput, the merged summary.
+fn check_on_devices(a: &CheckArgs, ordinals: &[usize], shard: Option<Shard>, seed: u64, cases: Option<u64>) -> Outcome {
+    let mut args: Vec<std::ffi::OsString> = vec!["--seed".into(), seed.to_string().into()];
+    let mut flag = |name: &str, value: String| {
+        args.push(name.into());
+        args.push(value.into());
+    };
+    for o in &a.op {
+        flag("--op", o.clone());
+    }
+    for s in &a.subject {
+        flag("--subject", s.clone());
+    }
+    for p in &a.property {
+        flag("--property", p.to_string());
+    }
+    if let Some(c) = cases {
+        flag("--cases", c.to_string());
+    }
+    if let Some(s) = a.seconds {
+        flag("--seconds", s.to_string());
+    }
+    if let Some(c) = &a.corpus {
+        flag("--corpus", c.display().to_string());
+    }
+    if a.no_save {
+        args.push("--no-save".into());
+    }
+    let dir = std::env::temp_dir().join(format!("bitparity-devices-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // SIGINT reaches the workers too; this process waits for their summaries.
+    let _ = ctrlc::set_handler(|| eprintln!("\ninterrupted: the workers finish their cases in flight"));
+    if !a.quiet {
+        eprintln!("bitparity check: seed {seed}, {} workers on devices {ordinals:?}", ordinals.len());
+    }
+    let workers = devices::run(&args, ordinals, shard, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let workers = workers?;
+    let mut parts = Vec::new();
+    let mut lost = Vec::new();
+    for w in workers {
+        match w.summary {
+            Ok(r) => {
+                let secs = r.ops.iter().map(|o| o.seconds).sum::<f64>();
+                eprintln!(
+                    "device {} (shard {}): {} cases in {secs:.1} s, {:.1} cases/s, exit {}",
+                    w.ordinal,
+                    w.shard,
+                    r.cases,
+                    r.cases as f64 / secs.max(1e-9),
+                    w.exit_code.map_or("by signal".into(), |c| c.to_string())
+                );
+                parts.push((format!("device {}", w.ordinal), r));
+            }
+            Err(e) => lost.push(e),
+        }
+    }
+    if !lost.is_empty() {
+        for e in &lost {
+            eprintln!("FAILED: {e}");
+        }
+        return Ok(Verdict::Failed.exit_code());
+    }
+    let run = merge::merge(&parts)?;
     write_run(&run, a.json.as_deref(), a.markdown.as_deref(), "bitparity check")
 }
 

@@ -7,13 +7,16 @@
 //! runner reports the lowest failing case of each row whatever the threads
 //! did). Only the times differ: a merged op's `seconds` is the sum of its
 //! shards' times. The shards must be the same run: the same seed, plan,
-//! generator, knobs, ops and rows, and shards 1..n each exactly once.
+//! generator, knobs, ops and rows, and shards 1..n each exactly once (or
+//! the n sub-shards of one coarser shard, which then merge into it). The
+//! GPU ordinal (`BITPARITY_CUDA_DEVICE`) may differ between shards: the
+//! merged summary lists every ordinal used.
 
 use crate::gen::GenConfig;
 use crate::harness::op_by_name;
 use crate::knobs;
 use crate::report::{JsonReport, JsonRow, RunPlan, RunReport};
-use crate::runner::{FailureRecord, OpSummary, RowKey, RowStats};
+use crate::runner::{FailureRecord, OpSummary, RowKey, RowStats, Shard};
 use crate::subject::Skip;
 use std::collections::BTreeMap;
 
@@ -39,7 +42,7 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
             (r.seed != first.seed, "seed"),
             (!same_plan, "plan (cases, time, first case, properties, subjects)"),
             (r.generator != first.generator, "generator sizes"),
-            (r.knobs != first.knobs, "environment knobs"),
+            (case_knobs(&r.knobs) != case_knobs(&first.knobs), "environment knobs"),
             (r.ops.iter().map(|o| &o.op).ne(first.ops.iter().map(|o| &o.op)), "ops"),
             (!same_rows(&r.rows, &first.rows), "table rows (the subjects available differ)"),
         ];
@@ -47,11 +50,7 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
             return Err(format!("{name} and {first_name} are not shards of one run: their {what} differ"));
         }
     }
-    let missing: Vec<String> = (1..=count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
-    if !missing.is_empty() {
-        return Err(format!("missing shards: {}", missing.join(", ")));
-    }
-
+    let shard = whole_or_coarser(&seen, count)?;
     let mut ops = Vec::new();
     for (i, op) in first.ops.iter().enumerate() {
         let dyn_op = op_by_name(&op.op).ok_or_else(|| format!("{first_name}: unknown op {:?}", op.op))?;
@@ -120,18 +119,58 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
             }
         }
     }
-    // The knobs in the order a run records them.
-    let mut knob_list: Vec<(String, String)> = first.knobs.clone().into_iter().collect();
+    // The knobs in the order a run records them; the GPU ordinals of every
+    // shard, in shard order.
+    let mut knob_list: Vec<(String, String)> = case_knobs(&first.knobs).into_iter().collect();
+    let mut by_shard: Vec<(u64, &str)> = parts
+        .iter()
+        .filter_map(|(_, r)| Some((r.plan.shard?.index, r.knobs.get(knobs::CUDA_DEVICE)?.as_str())))
+        .collect();
+    by_shard.sort();
+    let mut ordinals: Vec<&str> = Vec::new();
+    for (_, o) in by_shard {
+        if !ordinals.contains(&o) {
+            ordinals.push(o);
+        }
+    }
+    if !ordinals.is_empty() {
+        knob_list.push((knobs::CUDA_DEVICE.to_string(), ordinals.join(",")));
+    }
     knob_list.sort_by_key(|(k, _)| knobs::RECORDED.iter().position(|r| r == k).unwrap_or(usize::MAX));
     Ok(RunReport {
         seed: first.seed,
-        plan: RunPlan { shard: None, ..first.plan.clone() },
+        plan: RunPlan { shard, ..first.plan.clone() },
         ops,
         gen: GenConfig { max_te: first.generator.max_te, max_t: first.generator.max_t, max_e: first.generator.max_e },
         knobs: knob_list,
         unavailable,
         interrupted: parts.iter().any(|(_, r)| r.interrupted),
     })
+}
+
+/// What the shards `seen` of `count` form together: the whole run (`None`),
+/// or shard j of m when they are exactly its n sub-shards (the shards
+/// j, j + m, ..., j + (n - 1) m of n x m: what `check --shard j/m --devices`
+/// runs); anything else is missing some shard.
+fn whole_or_coarser(seen: &BTreeMap<u64, &str>, count: u64) -> Result<Option<Shard>, String> {
+    let n = seen.len() as u64;
+    if n == count {
+        return Ok(None);
+    }
+    let j = seen.keys().next().copied().unwrap_or(1);
+    if count % n == 0 {
+        let m = count / n;
+        if j <= m && (0..n).all(|i| seen.contains_key(&(j + i * m))) {
+            return Ok(Some(Shard { index: j, count: m }));
+        }
+    }
+    let missing: Vec<String> = (1..=count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
+    Err(format!("missing shards: {}", missing.join(", ")))
+}
+
+/// The knobs that shape the cases (every recorded one but the GPU ordinal).
+fn case_knobs(k: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    k.iter().filter(|(name, _)| name.as_str() != knobs::CUDA_DEVICE).map(|(a, b)| (a.clone(), b.clone())).collect()
 }
 
 fn same_key(a: &JsonRow, b: &JsonRow) -> bool {

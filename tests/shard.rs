@@ -152,3 +152,53 @@ fn bad_shards_are_usage_errors() {
     let o = bitparity(1).args(["check", "--seed", "1", "--case", "3", "--shard", "1/2"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+#[test]
+fn devices_run_one_worker_per_device_and_merge() {
+    // Without a GPU the workers run the CPU subjects: the fan-out and the
+    // merge are what is checked (the GPU host's scaling run uses --subject cuda).
+    let dir = tmp("devices");
+    let args = ["--op", "router", "--subject", "bugs", "--property", "conformance", "--cases", "24", "--seed", "6"];
+    let (whole, fanned) = (dir.join("whole.json"), dir.join("fanned.json"));
+    assert_eq!(check(2, &args, None, &whole).status.code(), Some(1));
+    let o = bitparity(2)
+        .arg("check")
+        .args(args)
+        .args(["--no-save", "--devices", "0,1", "--json"])
+        .arg(&fanned)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("device 0 (shard 1/2)") && err.contains("device 1 (shard 2/2)"), "{err}");
+    let strip_knobs = |s: String| {
+        let mut v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert!(v["plan"]["shard"].is_null());
+        v["knobs"] = serde_json::json!({});
+        // A worker's reproduce commands name its GPU: the one knob that differs.
+        serde_json::to_string_pretty(&v)
+            .unwrap()
+            .replace("BITPARITY_CUDA_DEVICE=0 ", "")
+            .replace("BITPARITY_CUDA_DEVICE=1 ", "")
+    };
+    let fanned_v: serde_json::Value = serde_json::from_str(&timeless(&fanned)).unwrap();
+    assert_eq!(fanned_v["knobs"]["BITPARITY_CUDA_DEVICE"], "0,1");
+    assert_eq!(strip_knobs(timeless(&whole)), strip_knobs(timeless(&fanned)));
+    let o = bitparity(1).args(["check", "--devices", "0,0", "--cases", "2"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn sub_shards_merge_into_their_shard() {
+    // Shards 2/6 and 5/6 are shard 2/3 run on two devices.
+    let dir = tmp("coarser");
+    let args = ["--op", "seqwise_loss", "--property", "conformance", "--cases", "30", "--seed", "8"];
+    let p = |n: &str| dir.join(n);
+    for (s, name) in [("2/6", "a"), ("5/6", "b"), ("2/3", "whole-shard")] {
+        assert_eq!(check(1, &args, Some(s), &p(name)).status.code(), Some(0));
+    }
+    let merged = p("merged");
+    let o = bitparity(1).args(["merge"]).arg(p("b")).arg(p("a")).arg("--json").arg(&merged).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(timeless(&p("whole-shard")), timeless(&merged));
+}

@@ -46,6 +46,20 @@ pub fn device() -> Result<Arc<Device>, String> {
     DEVICE.get_or_init(|| guarded(open).and_then(|r| r)).clone()
 }
 
+/// How many CUDA devices this host has (`check --devices all`).
+pub fn device_count() -> Result<usize, String> {
+    guarded(|| {
+        // SAFETY: only dlopen of the driver library names; no symbol is called.
+        if !unsafe { cu::is_culib_present() } {
+            return Err("no NVIDIA driver: libcuda.so could not be loaded".to_string());
+        }
+        cudarc::driver::result::init().map_err(|e| format!("cuInit failed (no usable GPU?): {e}"))?;
+        let n = cudarc::driver::result::device::get_count().map_err(|e| format!("cuDeviceGetCount: {e}"))?;
+        Ok(n.max(0) as usize)
+    })
+    .and_then(|r| r)
+}
+
 fn open() -> Result<Arc<Device>, String> {
     // SAFETY: only dlopen of the driver library names; no symbol is called.
     if !unsafe { cu::is_culib_present() } {
