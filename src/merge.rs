@@ -158,8 +158,8 @@ fn whole_or_coarser(seen: &BTreeMap<u64, &str>, count: u64) -> Result<Option<Sha
         return Ok(None);
     }
     let j = seen.keys().next().copied().unwrap_or(1);
-    if count % n == 0 {
-        let m = count / n;
+    let m = count / n;
+    if m * n == count {
         if j <= m && (0..n).all(|i| seen.contains_key(&(j + i * m))) {
             return Ok(Some(Shard { index: j, count: m }));
         }
