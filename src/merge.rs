@@ -159,10 +159,8 @@ fn whole_or_coarser(seen: &BTreeMap<u64, &str>, count: u64) -> Result<Option<Sha
     }
     let j = seen.keys().next().copied().unwrap_or(1);
     let m = count / n;
-    if m * n == count {
-        if j <= m && (0..n).all(|i| seen.contains_key(&(j + i * m))) {
-            return Ok(Some(Shard { index: j, count: m }));
-        }
+    if m * n == count && j <= m && (0..n).all(|i| seen.contains_key(&(j + i * m))) {
+        return Ok(Some(Shard { index: j, count: m }));
     }
     let missing: Vec<String> = (1..=count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
     Err(format!("missing shards: {}", missing.join(", ")))
