@@ -9,7 +9,7 @@
 //! unknown key, a missing field, a value that is not exactly an f32 is an
 //! error naming the file, never a silently different case.
 
-use crate::fsio::{read_capped, write_atomic};
+use crate::fsio::{not_regular, read_capped, write_atomic};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -117,6 +117,10 @@ pub fn save<C: Serialize>(root: &Path, entry: &Entry<C>) -> Result<Saved, String
             write_atomic(&path, text.as_bytes())?;
             return Ok(Saved::New(path));
         }
+        if not_regular(&path).is_some() {
+            // A FIFO or device of that name: never opened, never replaced.
+            continue;
+        }
         match read_entry(&path) {
             Ok(existing) if same_failure(&existing, &raw) => return Ok(Saved::Present(path)),
             Ok(_) => continue,
@@ -136,7 +140,59 @@ pub fn parse(bytes: &[u8]) -> Result<RawEntry, String> {
     if bytes.is_empty() {
         return Err("empty file".into());
     }
+    serde_json::from_slice::<NoDuplicateKeys>(bytes).map_err(|e| format!("not a corpus entry: {e}"))?;
     serde_json::from_slice(bytes).map_err(|e| format!("not a corpus entry: {e}"))
+}
+
+/// A JSON document with no object holding the same key twice, at any depth.
+/// The case is kept as a JSON value until its op decodes it, and a value
+/// keeps only the last of two equal keys: without this check
+/// `"offset": 0, "offset": 3` would silently be another case.
+struct NoDuplicateKeys;
+
+impl<'de> Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = NoDuplicateKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(NoDuplicateKeys)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<NoDuplicateKeys>()?.is_some() {}
+                Ok(NoDuplicateKeys)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut seen = std::collections::BTreeSet::new();
+                while let Some(k) = a.next_key::<String>()? {
+                    a.next_value::<NoDuplicateKeys>()?;
+                    if !seen.insert(k.clone()) {
+                        return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
+                    }
+                }
+                Ok(NoDuplicateKeys)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Reads and parses the entry at `path`.
@@ -178,10 +234,14 @@ pub fn list(root: &Path, ops: &[&str]) -> Result<Listing, String> {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
         if root_op.is_some() {
             if is_json(&p) {
-                files.push(p);
+                entry_file(p, &mut files, &mut problems);
             }
         } else if p.is_dir() && ops.contains(&name.as_str()) {
-            files.extend(read(&p)?.into_iter().filter(|f| is_json(f)));
+            for f in read(&p)?.into_iter().filter(|f| is_json(f)) {
+                entry_file(f, &mut files, &mut problems);
+            }
+        } else if let Some(why) = not_regular(&p).filter(|_| is_json(&p)) {
+            problems.push((p, why.into()));
         } else if p.is_dir() && !name.starts_with('.') {
             problems.push((p, format!("not an op's folder (ops: {})", ops.join(", "))));
         } else if is_json(&p) {
@@ -190,6 +250,16 @@ pub fn list(root: &Path, ops: &[&str]) -> Result<Listing, String> {
     }
     files.sort();
     Ok((files, problems))
+}
+
+/// Files the listing found: a FIFO, device or socket is a problem (opening
+/// it could block for ever), never read; everything else is read, and
+/// reported with its path when it is not an entry.
+fn entry_file(p: PathBuf, files: &mut Vec<PathBuf>, problems: &mut Vec<(PathBuf, String)>) {
+    match not_regular(&p) {
+        Some(why) => problems.push((p, why.into())),
+        None => files.push(p),
+    }
 }
 
 /// Today's date (UTC) as YYYY-MM-DD.
@@ -261,6 +331,8 @@ mod tests {
         assert!(parse(b"{}").is_err());
         let typo = text.replace("\"note\"", "\"notes\"");
         assert!(parse(typo.as_bytes()).unwrap_err().contains("notes"));
+        let dup = text.replace("\"case\": {}", "\"case\": {\"t\": 1, \"t\": 2}");
+        assert!(parse(dup.as_bytes()).unwrap_err().contains("duplicate key \"t\""), "{dup}");
         let missing = text.replace(",\n  \"date\": ", ",\n  \"xdate\": ");
         assert!(parse(missing.as_bytes()).is_err());
     }

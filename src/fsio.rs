@@ -54,8 +54,75 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
     Ok(buf)
 }
 
+/// Whether `path` names something that exists and is neither a regular file
+/// nor a folder (following links): a character device (`/dev/stdout`,
+/// `/dev/full`), a FIFO, a socket. Such a target is written into, never
+/// replaced.
+fn is_special(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// Writes a report (`--json`, `--markdown`) to `path`: atomically when it is
+/// (or will be) a regular file, through its link when it is a link (the link
+/// stays a link), and straight into it when it is a device or a FIFO
+/// (`/dev/stdout`, a pipe), which is never replaced by a regular file. A
+/// write that fails (`/dev/full`) is an error.
+pub fn write_report(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if is_special(path) {
+        let mut f =
+            OpenOptions::new().write(true).open(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        return f
+            .write_all(bytes)
+            .and_then(|()| f.flush())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()));
+    }
+    let target = match fs::symlink_metadata(path) {
+        Ok(m) if m.is_symlink() => resolve_link(path)?,
+        _ => path.to_path_buf(),
+    };
+    write_atomic(&target, bytes)
+}
+
+/// The path a link leads to, followed to its end (dangling: the final name it
+/// names, which the write then creates).
+fn resolve_link(path: &Path) -> Result<PathBuf, String> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_symlink() => {
+                let next = fs::read_link(&p).map_err(|e| format!("cannot read the link {}: {e}", p.display()))?;
+                p = match p.parent() {
+                    Some(dir) if next.is_relative() => dir.join(next),
+                    _ => next,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(format!("{}: too many levels of links", path.display()))
+}
+
+/// Whether `path` (following links) is something other than a regular file
+/// or a folder: a FIFO, a device, a socket. Opening such a file can block
+/// for ever (a FIFO without a writer) or never end (`/dev/zero`), so a
+/// folder's listing reports it instead of reading it.
+pub fn not_regular(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = fs::metadata(path).ok()?.file_type();
+    if t.is_fifo() {
+        Some("a FIFO (named pipe), not a regular file: not read")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device, not a regular file: not read")
+    } else if t.is_socket() {
+        Some("a socket, not a regular file: not read")
+    } else {
+        None
+    }
+}
+
 /// Checks, before a long run, that a file can be written at `path` later:
-/// its folder exists and accepts a new file. A path of `-` (stdout) passes.
+/// its folder exists and accepts a new file. A path of `-` (stdout) passes,
+/// and so does a device or FIFO that exists (written into, not replaced).
 pub fn check_writable(path: &Path) -> Result<(), String> {
     if path == Path::new("-") {
         return Ok(());
@@ -63,6 +130,14 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
     if path.is_dir() {
         return Err(format!("{} is a folder, not a file", path.display()));
     }
+    if is_special(path) {
+        return Ok(());
+    }
+    let resolved = match fs::symlink_metadata(path) {
+        Ok(m) if m.is_symlink() => resolve_link(path)?,
+        _ => path.to_path_buf(),
+    };
+    let path = resolved.as_path();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -77,6 +152,36 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
             Ok(())
         }
         Err(e) => Err(format!("cannot write in {}: {e}", dir.display())),
+    }
+}
+
+/// Checks, before a run, that a corpus can be saved under `dir` later: it is
+/// a folder that accepts a new file, or it does not exist yet and its
+/// nearest existing ancestor is such a folder (`--corpus /dev/null`, a file,
+/// or a read-only folder are refused before any case, not at the first
+/// failure).
+pub fn check_folder_writable(dir: &Path) -> Result<(), String> {
+    let mut d = dir.to_path_buf();
+    loop {
+        match fs::metadata(&d) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => return Err(format!("cannot save into {}: {} is not a folder", dir.display(), d.display())),
+            Err(_) => match d.parent() {
+                Some(p) if !p.as_os_str().is_empty() => d = p.to_path_buf(),
+                _ => {
+                    d = PathBuf::from(".");
+                    break;
+                }
+            },
+        }
+    }
+    let probe = d.join(format!(".bitparity-write-probe-{}", std::process::id()));
+    match OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot save into {}: cannot write in {}: {e}", dir.display(), d.display())),
     }
 }
 

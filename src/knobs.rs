@@ -35,6 +35,50 @@ pub const REQUIRE_NVRTC: &str = "BITPARITY_REQUIRE_NVRTC";
 /// them: recorded in every summary.
 pub const RECORDED: [&str; 4] = [MAX_TE, MAX_E, MAX_T, CUDA_DEVICE];
 
+/// Every variable the binary reads.
+pub const ALL: [&str; 11] =
+    [MAX_TE, MAX_E, MAX_T, SEED, CASES, CUDA_DEVICE, GPU_CASES, GPU_SEED, FUZZ_SUBJECT, NVRTC_EXTRA, REQUIRE_NVRTC];
+
+/// `BITPARITY_*` variables that the scripts (`scripts/nvrtc-env`,
+/// `ci/gpu-nightly`) and the tests set for themselves: not knobs of the
+/// binary, but not typos either.
+pub const SCRIPTS: [&str; 4] =
+    ["BITPARITY_NVRTC_DIR", "BITPARITY_NVRTC_WHEELS", "BITPARITY_NVRTC_LIB", "BITPARITY_TEST_BIN"];
+
+/// Checks the whole environment before a command runs: every knob that is
+/// set must parse (a recorded knob such as `BITPARITY_CUDA_DEVICE=abc` was
+/// printed in the header yet never read where no GPU runs), and a
+/// `BITPARITY_*` variable that is no knob (`BITPARITY_SEEDS=5`, a typo) is
+/// refused rather than silently ignored.
+pub fn check_environment() -> Result<(), String> {
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("BITPARITY_") && !ALL.contains(&k.as_ref()) && !SCRIPTS.contains(&k.as_ref()) {
+            return Err(format!(
+                "{k} is not a bitparity knob (known: {}; README, \"Environment knobs\")",
+                ALL.join(", ")
+            ));
+        }
+    }
+    for name in [MAX_TE, MAX_E, MAX_T, CUDA_DEVICE] {
+        get::<usize>(name)?;
+    }
+    get::<u64>(GPU_CASES)?;
+    for name in [SEED, GPU_SEED] {
+        if let Some(s) = get::<String>(name)? {
+            parse_seed(&s).map_err(|e| format!("{name}: {e}"))?;
+        }
+    }
+    get::<u64>(CASES)?;
+    get::<String>(FUZZ_SUBJECT)?;
+    get::<String>(NVRTC_EXTRA)?;
+    match get::<String>(REQUIRE_NVRTC)?.as_deref() {
+        None | Some("0") | Some("1") => {}
+        Some(v) => return Err(format!("{REQUIRE_NVRTC}={v:?}: must be 1 (or 0)")),
+    }
+    Ok(())
+}
+
 /// The value of `name` parsed as T; `Ok(None)` when unset; an error naming
 /// the variable and the value when it does not parse (or is not unicode).
 pub fn get<T: FromStr>(name: &str) -> Result<Option<T>, String> {

@@ -7,7 +7,7 @@
 
 use bitparity::corpus;
 use bitparity::devices;
-use bitparity::fsio::{check_writable, read_capped, write_atomic};
+use bitparity::fsio::{check_folder_writable, check_writable, read_capped, write_report};
 use bitparity::fuzzing::Direction;
 use bitparity::gen::GenConfig;
 use bitparity::harness::{op_by_name, ops, DynOp};
@@ -161,6 +161,10 @@ type Outcome = Result<u8, String>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(msg) = knobs::check_environment() {
+        eprintln!("error: {msg}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Check(args) => cmd_check(args),
         Command::Replay { path, op, subject } => cmd_replay(&path, op.as_deref(), subject.as_deref()),
@@ -192,7 +196,7 @@ fn write_output(path: &Path, text: &str) -> Result<(), String> {
         emit(text);
         Ok(())
     } else {
-        write_atomic(path, text.as_bytes())
+        write_report(path, text.as_bytes())
     }
 }
 
@@ -201,10 +205,16 @@ fn selected_ops(names: &[String]) -> Result<Vec<&'static dyn DynOp>, String> {
         return Ok(ops().to_vec());
     }
     let known: Vec<&str> = ops().iter().map(|o| o.name()).collect();
-    names
-        .iter()
-        .map(|n| op_by_name(n).ok_or_else(|| format!("unknown op {n:?} (known: {})", known.join(", "))))
-        .collect()
+    let mut out: Vec<&'static dyn DynOp> = Vec::new();
+    for n in names {
+        let o = op_by_name(n).ok_or_else(|| format!("unknown op {n:?} (known: {})", known.join(", ")))?;
+        // `--op router --op router` runs the op once (it ran twice, its rows
+        // twice in the JSON).
+        if !out.iter().any(|p| p.name() == o.name()) {
+            out.push(o);
+        }
+    }
+    Ok(out)
 }
 
 fn cmd_check(a: CheckArgs) -> Outcome {
@@ -250,6 +260,9 @@ fn cmd_check(a: CheckArgs) -> Outcome {
     }
     if a.no_save && a.corpus.is_some() {
         return Err("--no-save and --corpus contradict each other".into());
+    }
+    if let (false, Some(dir)) = (a.no_save, a.corpus.as_deref().or(Some(Path::new("regressions")))) {
+        check_folder_writable(dir).map_err(|e| format!("{e} (--no-save saves nothing)"))?;
     }
     let save = if a.no_save {
         SavePolicy::default()
@@ -590,6 +603,7 @@ fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, 
         },
     };
     let bytes = read_capped(artifact, MAX_ARTIFACT_BYTES)?;
+    check_folder_writable(corpus_root)?;
     let subject = subject.or_else(|| std::env::var(knobs::FUZZ_SUBJECT).ok());
     let mut last = None;
     for (o, dir) in targets {

@@ -35,7 +35,11 @@ struct Test {
 /// Judges `property` on the generated cases; fails with every failure.
 fn generated<O: Harness>(cuda: &SubjectRef<O>, property: Property, salt: u64) -> Outcome {
     let n: u64 = knobs::get_or(knobs::GPU_CASES, 300)?;
-    let seed: u64 = knobs::get_or(knobs::GPU_SEED, 0x5eed)?;
+    // A seed, decimal or 0x-hex like its documented default.
+    let seed = match knobs::get::<String>(knobs::GPU_SEED)? {
+        Some(s) => knobs::parse_seed(&s).map_err(|e| format!("{}: {e}", knobs::GPU_SEED))?,
+        None => 0x5eed,
+    };
     applies(property, cuda.as_ref())?;
     let cfg = GenConfig::default();
     let mut failures = Vec::new();

@@ -547,6 +547,9 @@ fn bad_knob_values_are_refused() {
         ("BITPARITY_SEED", "seven"),
         ("BITPARITY_CASES", "many"),
         ("BITPARITY_CASES", "0"),
+        // No upper bound let a typo allocate GBs.
+        ("BITPARITY_MAX_TE", "10000000000"),
+        ("BITPARITY_MAX_T", "100000000"),
     ] {
         // --seconds, not --cases: BITPARITY_CASES is the case count then.
         let r = run(bitparity().env(k, v).args(["check", "--seconds", "1", "--quiet", "--no-save"]));
@@ -744,5 +747,209 @@ fn the_table_is_readable_whatever_the_values() {
     let md = std::fs::read_to_string(&md).unwrap();
     let fd = md.lines().find(|l| l.contains("| mpfr |")).unwrap_or_else(|| panic!("{md}"));
     assert!(!fd.contains("bitwise"), "{fd}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+// ---------------------------------------------------------------- hostile probes (2026-11-30)
+
+/// A FIFO named like an entry in an op's folder is reported, never opened:
+/// opening it waits for a writer for ever (replay hung on it, and so did a
+/// check saving into that folder).
+#[test]
+fn a_fifo_in_a_corpus_is_reported_not_opened() {
+    let dir = tmp("fifo");
+    let op = dir.join("seqwise_loss");
+    write_json(&op.join("good.json"), &real_entry(OFFSET_ENTRY));
+    let fifo = op.join("pipe.json");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let start = Instant::now();
+    let child = bitparity().arg("replay").arg(&dir).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // The old code blocked in open(2): unblock it after a while so that the
+    // test ends either way.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pid = child.id();
+    let guard = std::thread::spawn(move || {
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return;
+            }
+        }
+        let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+    });
+    let r = finish(child, start);
+    guard.join().unwrap();
+    no_panic(&r);
+    assert!(r.seconds < 15.0, "blocked on the FIFO for {:.1} s\n{}", r.seconds, r.all());
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let l = r.stdout.lines().find(|l| l.contains("pipe.json")).unwrap_or_else(|| panic!("{}", r.all()));
+    assert!(l.starts_with("BAD") && l.contains("FIFO"), "{l}");
+    assert!(r.stdout.contains("1 passed, 1 failed"), "{}", r.all());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// An object holding a key twice is refused: the case is first read as a
+/// JSON value, which kept the last of two equal keys (`"offset": 0,
+/// "offset": 3` replayed silently as offset 3).
+#[test]
+fn duplicate_keys_are_refused_at_any_depth() {
+    let dir = tmp("dupkeys");
+    let op = dir.join("seqwise_loss");
+    let text = serde_json::to_string_pretty(&real_entry(OFFSET_ENTRY)).unwrap();
+    for (name, from, to) in [
+        ("dup-top.json", "\"op\":", "\"op\": \"seqwise_loss\", \"op\":"),
+        ("dup-case.json", "\"t\":", "\"t\": 1, \"t\":"),
+        ("dup-layout.json", "\"row_stride\":", "\"row_stride\": 1, \"row_stride\":"),
+    ] {
+        assert!(text.contains(from));
+        std::fs::create_dir_all(&op).unwrap();
+        std::fs::write(op.join(name), text.replacen(from, to, 1)).unwrap();
+    }
+    let r = run(bitparity().arg("replay").arg(&dir));
+    no_panic(&r);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert!(r.stdout.contains("0 passed, 3 failed"), "{}", r.all());
+    for key in ["op", "t", "row_stride"] {
+        assert!(r.stdout.contains(&format!("duplicate key \"{key}\"")), "{key}: {}", r.all());
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// `--json` into a FIFO writes into the pipe, and through a link writes the
+/// link's target: neither is replaced by a regular file (the atomic rename
+/// replaced them, and would replace `/dev/stdout` or `/dev/full` as root).
+#[test]
+fn reports_into_pipes_and_links_keep_them() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tmp("special-out");
+    let target = dir.join("real.json");
+    std::fs::write(&target, b"old\n").unwrap();
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let args = ["check", "--op", "router", "--subject", "model:serial", "--cases", "1", "--seed", "1", "--quiet"];
+    let r = run(bitparity().args(args).arg("--no-save").arg("--json").arg(&link));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink(), "the link was replaced");
+    assert!(std::fs::read_to_string(&target).unwrap().contains("\"verdict\""), "the target was not written");
+
+    let fifo = dir.join("pipe.json");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader_path = fifo.clone();
+    let reader = std::thread::spawn(move || std::fs::read_to_string(reader_path).unwrap_or_default());
+    let r = run(bitparity().args(args).arg("--no-save").arg("--json").arg(&fifo));
+    // The old code renamed a regular file over the FIFO: unblock the reader.
+    if !std::fs::metadata(&fifo).unwrap().file_type().is_fifo() {
+        let _ = std::fs::remove_file(&fifo);
+        let _ = Command::new("mkfifo").arg(&fifo).status();
+        let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        panic!("the FIFO was replaced by a regular file\n{}", r.all());
+    }
+    let got = reader.join().unwrap();
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(got.contains("\"verdict\""), "nothing came through the pipe: {got:?}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Every knob that is set is checked before a command runs, read by this
+/// command or not (`BITPARITY_CUDA_DEVICE=abc` was recorded in the header
+/// and passed where no GPU runs), and a `BITPARITY_*` name that is no knob
+/// (a typo) is refused, not silently ignored.
+#[test]
+fn unknown_and_unread_knobs_are_refused() {
+    let args = ["check", "--op", "router", "--subject", "model:serial", "--cases", "1", "--quiet", "--no-save"];
+    for (k, v) in [
+        ("BITPARITY_SEEDS", "5"),
+        ("BITPARITY_CUDA_DEVICE", "abc"),
+        ("BITPARITY_CUDA_DEVICE", "-1"),
+        ("BITPARITY_GPU_CASES", "many"),
+        ("BITPARITY_GPU_SEED", "zz"),
+        ("BITPARITY_REQUIRE_NVRTC", "yes"),
+    ] {
+        let r = run(bitparity().env(k, v).args(args));
+        assert_eq!(r.code, Some(2), "{k}={v}: {}", r.all());
+        assert!(r.stderr.contains(k), "{k}={v}: {}", r.all());
+    }
+    // The documented 0x-hex spelling of the GPU seed is a valid value.
+    let r = run(bitparity().env("BITPARITY_GPU_SEED", "0x5eed").args(args));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+}
+
+/// `--op router --op router` runs the op once.
+#[test]
+fn an_op_named_twice_runs_once() {
+    let r = run(bitparity().args([
+        "check",
+        "--op",
+        "router",
+        "--op",
+        "router",
+        "--subject",
+        "model:serial",
+        "--cases",
+        "1",
+        "--seed",
+        "1",
+        "--quiet",
+        "--no-save",
+        "--json",
+        "-",
+    ]));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["ops"].as_array().unwrap().len(), 1, "{}", r.all());
+}
+
+/// A corpus that cannot be saved into (a file where the folder should be)
+/// is refused before the first case, for `check` and `import`: it was found
+/// out at the first failure, after the work, and the entry was lost.
+#[test]
+fn an_unusable_corpus_fails_before_any_case() {
+    let dir = tmp("corpus-not-folder");
+    let file = dir.join("not-a-folder");
+    std::fs::write(&file, b"x").unwrap();
+    for corpus in [file.clone(), file.join("below")] {
+        let r = run(bitparity()
+            .args(["check", "--subject", "bug:offset-ignored", "--seconds", "30", "--quiet", "--corpus"])
+            .arg(&corpus));
+        assert_eq!(r.code, Some(2), "{}", r.all());
+        assert!(r.seconds < 5.0, "took {:.1} s: the run happened first", r.seconds);
+        assert!(r.stderr.contains("not a folder"), "{}", r.all());
+    }
+    let artifact = dir.join("artifact");
+    std::fs::write(&artifact, b"x").unwrap();
+    let r = run(bitparity()
+        .args(["import", "--subject", "bug:fast-exp", "--target", "router_fwd", "--corpus"])
+        .arg(&file)
+        .arg(&artifact));
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(r.stderr.contains("not a folder") && !r.stderr.contains("FAILED"), "{}", r.all());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Saving takes the corpus lock (`<corpus>/.lock`): while another process
+/// holds it, a check that found a failure waits before deciding whether the
+/// bug is known and writing its entry, so two checks saving into one corpus
+/// at once cannot each write an entry for the same bug.
+#[test]
+fn saves_wait_for_the_corpus_lock() {
+    let dir = tmp("lock");
+    let held = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".lock")).unwrap();
+    held.lock().unwrap();
+    let start = Instant::now();
+    let child = bitparity()
+        .args(["check", "--subject", "bug:offset-ignored", "--property", "conformance", "--cases", "20"])
+        .args(["--seed", "1", "--quiet", "--corpus"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    let written = json_files(&dir);
+    held.unlock().unwrap();
+    let r = finish(child, start);
+    assert!(written.is_empty(), "saved while another process held the lock: {written:?}\n{}", r.all());
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(json_files(&dir).len(), 1, "{}", r.all());
     std::fs::remove_dir_all(dir).ok();
 }

@@ -30,6 +30,11 @@ impl Default for GenConfig {
     }
 }
 
+/// The largest value of each size knob: a case of 2^24 values already takes
+/// seconds per property; above it a typo (`BITPARITY_MAX_TE=10000000000`)
+/// would allocate GBs.
+pub const MAX_LIMIT: usize = 1 << 24;
+
 impl GenConfig {
     /// The defaults, overridden by the environment; a value that does not
     /// parse, or a limit of 0, is an error (never silently the default).
@@ -38,6 +43,9 @@ impl GenConfig {
         let positive = |name: &str, default: usize| -> Result<usize, String> {
             match knobs::get_or(name, default)? {
                 0 => Err(format!("{name}=0: the limit must be at least 1")),
+                v if v > MAX_LIMIT => Err(format!(
+                    "{name}={v}: at most {MAX_LIMIT} (2^24 elements, 64 MiB an array; a larger case would take GBs)"
+                )),
                 v => Ok(v),
             }
         };

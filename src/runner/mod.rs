@@ -410,6 +410,13 @@ fn save_failure<O: Harness>(
             reason: "a planted bug (a demonstration): not written to the corpus unless --corpus DIR is given".into(),
         };
     }
+    // One process at a time decides whether the bug is known and saves it:
+    // two checks saving into one corpus at once could otherwise both find
+    // no entry and each write one for the same bug.
+    let _lock = match lock_corpus(root) {
+        Ok(l) => l,
+        Err(reason) => return SaveNote::NotSaved { reason },
+    };
     if let Some(path) = known_failure::<O>(root, property, subject, subjects) {
         return SaveNote::Known { path };
     }
@@ -419,6 +426,21 @@ fn save_failure<O: Harness>(
         Ok(Saved::Repaired(path)) => SaveNote::Repaired { path },
         Err(reason) => SaveNote::NotSaved { reason },
     }
+}
+
+/// An exclusive lock on the corpus, `root/.lock` (created with the folder;
+/// hidden, no entry), held until the returned file is dropped.
+fn lock_corpus(dir: &std::path::Path) -> Result<std::fs::File, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(".lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    f.lock().map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    Ok(f)
 }
 
 /// An entry of the corpus, of this op, property and subject, that still
