@@ -5,6 +5,7 @@
 //! bits plus a rigorous bound on their distance from the exact value (running
 //! error analysis, SPEC section 2); on [`crate::mpfr::Exact`] the exact value.
 
+use crate::bf16::Rounding;
 use std::cmp::Ordering;
 
 /// Unit roundoff of f32, u = 2^-24.
@@ -37,6 +38,10 @@ pub trait Num: Clone + std::fmt::Debug {
     fn cmp_num(&self, y: &Self) -> Option<Ordering>;
     /// The f32 this value stands for (its rounding, for the exact type).
     fn to_f32(&self) -> f32;
+    /// This value rounded to bf16 (round to nearest even, overflow to +-inf,
+    /// NaN stays NaN, subnormals kept): a discrete decision, with whether
+    /// the exact value certainly rounds the same way (see [`crate::bf16`]).
+    fn round_bf16(&self) -> Rounding<Self>;
 }
 
 impl Num for f32 {
@@ -69,6 +74,12 @@ impl Num for f32 {
     }
     fn to_f32(&self) -> f32 {
         *self
+    }
+    /// The profile's decision; plain f32 carries no bound, so it vouches
+    /// for nothing about the exact value.
+    fn round_bf16(&self) -> Rounding<Self> {
+        let r = crate::bf16::round_f32(*self);
+        Rounding { decision: Some(r), certain: false, value: r }
     }
 }
 
@@ -231,6 +242,40 @@ impl Num for Bounded {
     }
     fn to_f32(&self) -> f32 {
         self.x
+    }
+    /// The decision is the rounding of x (the profile's f32 value). With
+    /// |x - exact| <= err, the exact value lies in [x - err, x + err], and
+    /// rounding is monotone: when both ends round to the same bf16 (or both
+    /// to zeros), so does the exact value (`certain`, and the rounded value
+    /// is exactly the exact one's rounding: bound 0). Otherwise the exact
+    /// value's rounding lies between the ends' roundings, and the bound is
+    /// the larger distance from r to either. The ends are widened outward
+    /// (one f64 ulp), which only makes the test more cautious.
+    fn round_bf16(&self) -> Rounding<Self> {
+        let r = crate::bf16::round_f32(self.x);
+        if !self.x.is_finite() || !self.err.is_finite() {
+            return Rounding { decision: Some(r), certain: false, value: Bounded { x: r, err: f64::INFINITY } };
+        }
+        let x = self.x as f64;
+        let lo = crate::bf16::round_f64(if self.err == 0.0 { x } else { (x - self.err).next_down() });
+        let hi = crate::bf16::round_f64(if self.err == 0.0 { x } else { (x + self.err).next_up() });
+        let certain = lo.to_bits() == hi.to_bits() || (lo == 0.0 && hi == 0.0);
+        let err = if certain {
+            0.0
+        } else {
+            // |hi - r| and |r - lo|: differences of f32 values, rounded up
+            // (inf where an end rounds to an infinity).
+            let dist = |a: f32, b: f32| {
+                let d = (a as f64 - b as f64).abs();
+                if d == 0.0 {
+                    0.0
+                } else {
+                    d.next_up()
+                }
+            };
+            dist(hi, r).max(dist(r, lo))
+        };
+        Rounding { decision: Some(r), certain, value: Bounded { x: r, err: Self::finite_or_inf(r, err) } }
     }
 }
 

@@ -64,6 +64,7 @@ pub mod seqwise_loss;
 
 pub use bound::Bound;
 
+use crate::bf16::Rounding;
 use crate::expf::pow2_neg;
 use crate::num::{add_up, mul_up, Num};
 use rug::float::{Constant, Round, Special};
@@ -359,6 +360,65 @@ impl Num for Exact {
     fn to_f32(&self) -> f32 {
         round_to_f32(&self.v)
     }
+    /// The exact value's rounding, where its bound pins it down: both ends
+    /// of [v - err, v + err] round alike (or both to zeros: then +0.0, the
+    /// sign of an exact zero being no real's; see [`correctly_rounded`]).
+    /// Otherwise undetermined at this precision (`decision: None`), and the
+    /// value is v's rounding with a bound reaching the ends' roundings, so
+    /// that an output computed from it stays unsettled and Ziv's loop
+    /// doubles the precision.
+    fn round_bf16(&self) -> Rounding<Self> {
+        let settled = |d: f32| Rounding { decision: Some(d), certain: true, value: Exact::input(d) };
+        if self.beyond.is_some() {
+            // A real beyond MPFR's range (above 2^emax > 2^128) rounds to +-inf.
+            return settled(round_to_bf16(&self.v));
+        }
+        let r = round_to_bf16(&self.v);
+        if !self.err.is_finite() {
+            return Rounding { decision: None, certain: false, value: Exact::unknown(Float::with_val(prec(), r)) };
+        }
+        if self.err.is_zero() || !self.v.is_finite() {
+            return settled(r);
+        }
+        let p = self.v.prec() + 64;
+        let err = self.err.to_float();
+        let lo = round_to_bf16(&Float::with_val_round(p, &self.v - &err, Round::Down).0);
+        let hi = round_to_bf16(&Float::with_val_round(p, &self.v + &err, Round::Up).0);
+        if lo.to_bits() == hi.to_bits() {
+            return settled(lo);
+        }
+        if lo == 0.0 && hi == 0.0 {
+            return settled(0.0);
+        }
+        // |end - r| exactly (f32 values span at most 277 bits), then upward.
+        let dist = |a: f32| Bound::abs_up(&Float::with_val(300, Float::with_val(24, a) - r));
+        let (a, b) = (dist(lo), dist(hi));
+        let spread = if a > b { a } else { b };
+        Rounding { decision: None, certain: false, value: Exact::new(Float::with_val(prec(), r), spread) }
+    }
+}
+
+/// The bf16 nearest to `v` (ties to even), as the f32 it is exactly:
+/// subnormals (down to 2^-133) kept, +-inf at and beyond the midpoint above
+/// the largest bf16, one rounding (never through an intermediate f32).
+pub fn round_to_bf16(v: &Float) -> f32 {
+    if v.is_nan() {
+        return f32::NAN;
+    }
+    if v.is_infinite() || v.is_zero() {
+        return v.to_f32();
+    }
+    let tiny = Float::with_val(32, f32::MIN_POSITIVE);
+    if v.as_abs().lt(&tiny) {
+        // Below 2^-126 the bf16 grid is the integers times 2^-133.
+        let scaled = Float::with_val(v.prec() + 8, v << 133u32).round_even();
+        let n = scaled.to_f64(); // an integer of at most 2^7 (its sign kept): exact
+        return (n * pow2_neg(133)) as f32; // exact: on the bf16 grid
+    }
+    let (r, _) = Float::with_val_round(8, v, Round::Nearest);
+    // r has 8 bits, so to_f64 is exact; `as f32` is then exact, or gives inf
+    // exactly when the rounding reached 2^128 (RNE's overflow).
+    r.to_f64() as f32
 }
 
 /// The f32 nearest to `v` (ties to even), subnormals and overflow included:

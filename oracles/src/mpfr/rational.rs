@@ -18,6 +18,7 @@
 //! Lindemann-Weierstrass). Its [`Num::to_f32`] is NaN and its comparisons
 //! are `None`: it never stands for a number.
 
+use crate::bf16::Rounding;
 use crate::num::Num;
 use rug::{Integer, Rational};
 use std::cmp::Ordering;
@@ -95,6 +96,17 @@ impl Num for Rat {
     fn to_f32(&self) -> f32 {
         self.0.as_ref().map_or(f32::NAN, round_rational_to_f32)
     }
+    /// Exact: a finite rational has one correct rounding; what is not one
+    /// has none (`decision: None`, and the value stays not representable).
+    fn round_bf16(&self) -> Rounding<Self> {
+        match &self.0 {
+            Some(q) => {
+                let d = round_rational_to_bf16(q);
+                Rounding { decision: Some(d), certain: true, value: Rat::input(d) }
+            }
+            None => Rounding { decision: None, certain: false, value: Rat(None) },
+        }
+    }
 }
 
 /// The f32 nearest to `q`, ties to even, subnormals kept, overflow to
@@ -111,6 +123,19 @@ impl Num for Rat {
 /// 2^23 2^k below), so m + 1 <= 2^24 and m 2^k is exact in f64 and, being
 /// on the f32 grid, in f32, unless it is 2^128, which IEEE rounds to inf.
 pub fn round_rational_to_f32(q: &Rational) -> f32 {
+    round_rational(q, 24)
+}
+
+/// The bf16 nearest to `q` (ties to even, subnormals down to 2^-133 kept,
+/// overflow to infinity), as the f32 it is exactly: [`round_rational_to_f32`]
+/// with 8 significant bits instead of 24 (the same exponent range).
+pub fn round_rational_to_bf16(q: &Rational) -> f32 {
+    round_rational(q, 8)
+}
+
+/// The nearest value with `bits` significant bits and f32's exponent range
+/// (see [`round_rational_to_f32`], written for bits = 24).
+fn round_rational(q: &Rational, bits: i64) -> f32 {
     if q.cmp0() == Ordering::Equal {
         return 0.0;
     }
@@ -121,11 +146,13 @@ pub fn round_rational_to_f32(q: &Rational) -> f32 {
     // bits(n) - bits(d) - 1 <= log2(n/d) < bits(n) - bits(d) + 1.
     let mut e = n.significant_bits() as i64 - d.significant_bits() as i64;
     if e > 129 {
-        // |q| >= 2^(e-1) >= 2^129, past the overflow threshold 2^128 - 2^103.
+        // |q| >= 2^(e-1) >= 2^129, past the overflow threshold (2^128 - 2^103
+        // for f32, 2^128 - 2^119 for bf16).
         return signed(f32::INFINITY);
     }
     if e < -151 {
-        // |q| < 2^(e+1) <= 2^-151, below half the smallest subnormal.
+        // |q| < 2^(e+1) <= 2^-151, below half the smallest subnormal (2^-150
+        // for f32, 2^-134 for bf16).
         return signed(0.0);
     }
     // Now |e| <= 151: the shifts are small. e is floor(log2 |q|) or one more.
@@ -136,7 +163,7 @@ pub fn round_rational_to_f32(q: &Rational) -> f32 {
     if e >= 128 {
         return signed(f32::INFINITY);
     }
-    let k = e.max(-126) - 23;
+    let k = e.max(-126) - (bits - 1);
     let (num, den) =
         if k >= 0 { (n, Integer::from(d << k as u32)) } else { (Integer::from(&n << (-k) as u32), d.clone()) };
     let (m, r) = num.div_rem(den.clone());
@@ -146,12 +173,13 @@ pub fn round_rational_to_f32(q: &Rational) -> f32 {
         Ordering::Equal => m.is_odd(),
     };
     let m = if up { m + 1u32 } else { m };
-    // m <= 2^24: exact in f64 (to_f64 rounds only past 53 bits), and
-    // 2^k (-149 <= k <= 104) is a normal f64, so the product is exact.
+    // m <= 2^bits: exact in f64 (to_f64 rounds only past 53 bits), and
+    // 2^k (-149 <= k <= 104 for f32, -133 <= k <= 120 for bf16) is a normal
+    // f64, so the product is exact.
     let pow2 = f64::from_bits(((1023 + k) as u64) << 52);
     let magnitude = m.to_f64() * pow2;
-    // On the f32 grid, so `as f32` is exact; 2^128 (k = 104, m = 2^24) is
-    // past f32::MAX and converts to inf, the IEEE rounding.
+    // On the f32 grid, so `as f32` is exact; 2^128 (m = 2^bits at the top
+    // binade) is past f32::MAX and converts to inf, the IEEE rounding.
     signed(magnitude as f32)
 }
 
