@@ -10,13 +10,17 @@
 //!   that every dot product is exact with few bits; then inputs are nudged
 //!   until some h, y, dh or dz lies exactly halfway between two bf16 values
 //!   (a tie of the round-to-nearest-even);
+//! - `tail`: x >= 0 and gate rows <= 0, scaled so that every g lies in
+//!   the sigmoid's lower tail (see below), at every token;
 //! - `underflow`: x and w1 near 2^-75 with short mantissas, so that the
 //!   products x * w1 fall at integer and half-integer multiples of 2^-149,
 //!   inexact in f32 (the one place where a fused multiply-add differs from
 //!   mul-then-add on bf16 inputs), and dy near 2^110, so that the tiny u
 //!   shows, through dgate, in dz and dX;
 //!
-//! then optional passes: cancelling pairs (x and dy columns that cancel
+//! then optional passes: a gate at the root of dsilu (where dgate
+//! magnifies the sigmoid's error), gates moved into the sigmoid's lower tail (where
+//! sig ~ e^g keeps exp's relative error through every rounding), cancelling pairs (x and dy columns that cancel
 //! against equal weight columns), saturated or zero gates, zero tokens,
 //! special values (bf16 subnormals, +-0, near-max, NaN, +-Inf), a layout.
 //!
@@ -31,6 +35,7 @@ use super::GenConfig;
 use crate::model::shared_expert::{bf16_tie, SharedExpertModel, Trace};
 use oracles::case::shared_expert::{is_bf16, SharedExpertCase};
 use oracles::case::{Layout, MAX_OFFSET};
+use oracles::profile::shared_expert::SharedExpertProfile;
 use proptest::prelude::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -82,6 +87,12 @@ pub enum Class {
     SigmoidOne,
     /// A finite g with sigmoid(g) = 0 exactly.
     SigmoidZero,
+    /// A finite g in (-88, -16): 0 < sig < 2^-23, the sigmoid's lower
+    /// tail, where sig ~ e^g carries exp's whole relative error.
+    SigmoidTail,
+    /// A unit whose 1 + g (1 - sig) (dsilu over sig) is below 2^-8 in
+    /// magnitude: g near -1.2785, where dsilu changes sign.
+    DsiluCancels,
     /// Some g = +-0.
     GZero,
     /// Every input finite, some intermediate or output infinite or NaN.
@@ -89,7 +100,7 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 22] = [
+    pub const ALL: [Class; 24] = [
         Class::TOne,
         Class::TTwoThree,
         Class::TOdd,
@@ -110,6 +121,8 @@ impl Class {
         Class::TieDz,
         Class::SigmoidOne,
         Class::SigmoidZero,
+        Class::SigmoidTail,
+        Class::DsiluCancels,
         Class::GZero,
         Class::Overflow,
     ];
@@ -168,14 +181,19 @@ enum Regime {
     Wide,
     Dyadic,
     Underflow,
+    Tail,
 }
 
 /// (T, H, F) within the config: T mostly <= 8; at a tile edge H, F <= 3.
-fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usize, usize) {
+/// With `many_units`, T in 4..=8 and F the widest: the tail regime wants
+/// many sigmoid evaluations per case (each of its roundings flips under an
+/// exp that is off by 2^-19 only about once in 4000).
+fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, many_units: bool) -> (usize, usize, usize) {
     let max_t = cfg.max_t.max(1);
     let budget = cfg.max_te.max(1);
     let max_w = cfg.max_e.clamp(1, MAX_WIDTH);
     let t = match rng.random_range(0..10) {
+        _ if many_units => rng.random_range(4..=8),
         0..=3 => rng.random_range(1..=3),
         4..=6 => rng.random_range(4..=8),
         7 => 2 * rng.random_range(2..=7) + 1,
@@ -183,8 +201,8 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
     }
     .min(max_t);
     let widths: &[usize] = if t > 8 { &[1, 2, MAX_WIDTH_LONG] } else { &[1, 2, 3, 4, 5, 7, 8, 9, 15, 16] };
-    let mut h = pick(rng, widths).min(max_w);
-    let mut f = pick(rng, widths).min(max_w);
+    let mut h = pick(rng, if many_units { &[1, 2, 3, 4, 5] } else { widths }).min(max_w);
+    let mut f = if many_units { max_w } else { pick(rng, widths).min(max_w) };
     // T x H x F within the budget: narrow the wider of H and F, then T.
     let mut t = t;
     while t * h * f > budget {
@@ -217,7 +235,7 @@ enum Tie {
 
 /// The correct model's intermediates, forward and backward.
 fn trace(case: &SharedExpertCase) -> Option<Trace> {
-    SharedExpertModel::new().trace(case, true).ok()
+    SharedExpertModel::new(SharedExpertProfile::serial()).trace(case, true).ok()
 }
 
 fn has_tie(tr: &Trace, tie: Tie) -> bool {
@@ -271,13 +289,14 @@ fn aim_tie<R: Rng + ?Sized>(rng: &mut R, case: &mut SharedExpertCase, tie: Tie, 
 pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCase {
     // A first draw of 64 bits (see the router's generator): short fuzz
     // inputs still reach every regime.
-    let regime = match rng.random::<u64>() % 10 {
+    let regime = match rng.random::<u64>() % 20 {
         0..=2 => Regime::Plain,
-        3 | 4 => Regime::Wide,
-        5..=7 => Regime::Dyadic,
-        _ => Regime::Underflow,
+        3..=5 => Regime::Wide,
+        6..=10 => Regime::Dyadic,
+        11..=14 => Regime::Underflow,
+        _ => Regime::Tail,
     };
-    let (t, h, f) = generate_shape(rng, cfg);
+    let (t, h, f) = generate_shape(rng, cfg, regime == Regime::Tail);
     let (th, fh) = (t * h, 2 * f * h);
     let (mut x, mut w1, w2, mut dy) = match regime {
         Regime::Plain => {
@@ -291,6 +310,15 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCa
         ),
         Regime::Dyadic => {
             (fill(rng, th, -2, 2, 2), fill(rng, fh, -2, 1, 2), fill(rng, h * f, -2, 1, 2), fill(rng, th, -2, 2, 2))
+        }
+        Regime::Tail => {
+            // x in [1, 2) and gate rows <= 0: every g negative, within a
+            // factor of about 2 across the tokens; scaled below.
+            let mut x = fill(rng, th, 0, 0, 7);
+            x.iter_mut().for_each(|v| *v = v.abs());
+            let mut w1 = fill(rng, fh, -3, 1, 7);
+            w1[..f * h].iter_mut().for_each(|v| *v = -v.abs());
+            (x, w1, fill(rng, h * f, -3, 1, 7), fill(rng, th, -3, 2, 7))
         }
         Regime::Underflow => {
             // Products x * w1 at 2^-152 .. 2^-146: multiples of 2^-151 with
@@ -347,6 +375,31 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCa
             }
         }
     }
+    // A gate at the root of dsilu: 1 + g (1 - sig) = 0 at g = -1.27846...
+    // Near it that sum cancels, and dgate = (dh u) dsilu carries sig's
+    // error magnified by the cancellation (a sigmoid off by an ulp or two
+    // flips the bf16 rounding of dz). g = -1.28125 + c exactly, with c a
+    // bf16 near 0.0027855 (the root is 2^-17 or so from g) for
+    // tokens whose x is 1 at both columns.
+    if h >= 2 && regime != Regime::Underflow && rng.random_bool(0.3) {
+        let j = rng.random_range(0..f);
+        let a = rng.random_range(0..h - 1);
+        let b = rng.random_range(a + 1..h);
+        let row = &mut w1[j * h..(j + 1) * h];
+        row.fill(0.0);
+        row[a] = -1.28125;
+        // 0x3b36 and 0x3b37 (bf16 bits) bracket 0.0027855; a step or two
+        // either side too.
+        row[b] = f32::from_bits((0x3b36u32 + rng.random_range(0..4) - 1) << 16);
+        for tok in 0..t {
+            if rng.random_bool(0.8) {
+                // x_b = 1 + k 2^-7 moves g by about 2^-15.8 a step: each
+                // token its own g near the root.
+                x[tok * h + a] = 1.0;
+                x[tok * h + b] = 1.0 + rng.random_range(-4i32..=4) as f32 / 128.0;
+            }
+        }
+    }
     // A token of zeros: g = u = 0.
     if rng.random_bool(0.08) {
         let tok = rng.random_range(0..t);
@@ -371,6 +424,31 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCa
         row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
     };
     let mut case = SharedExpertCase { t, h, f, layout, x, w1, w2, dy };
+    // Gates in the sigmoid's lower tail: a gate row scaled by a power of
+    // two so that g of one token lands in -88..-24, where sig ~ e^g keeps
+    // the whole relative error of exp (an exp off by 2^-18 there flips one
+    // bf16 rounding of h or dz in about a thousand; a case holds many).
+    let tail = regime == Regime::Tail;
+    if tail || (matches!(regime, Regime::Plain | Regime::Wide) && rng.random_bool(0.3)) {
+        if let Some(tr) = trace(&case) {
+            for j in 0..f {
+                let tok = rng.random_range(0..t);
+                let g = tr.g[tok * f + j];
+                if !g.is_normal() || (!tail && rng.random_bool(0.3)) {
+                    continue;
+                }
+                // At every token (the tail regime) aim lower: the other tokens' g
+                // spread around it.
+                let want = -rng.random_range(if tail { 24.0f32..64.0 } else { 24.0..88.0 });
+                let k = (want / g).abs().log2().round() as i32;
+                let row = &mut case.w1[j * h..(j + 1) * h];
+                let scaled: Vec<f32> = row.iter().map(|&v| v * 2f32.powi(k) * -g.signum()).collect();
+                if scaled.iter().all(|&v| v.is_finite() && is_bf16(v)) {
+                    row.copy_from_slice(&scaled);
+                }
+            }
+        }
+    }
     if regime == Regime::Dyadic {
         let mut ties = [Tie::H, Tie::Y, Tie::Dh, Tie::Dz];
         // Each aim moves one input; a later aim can undo an earlier tie,
@@ -441,6 +519,8 @@ pub fn classify(case: &SharedExpertCase) -> BTreeSet<Class> {
     for (&g, &s) in tr.g.iter().zip(&tr.sig) {
         add(g.is_finite() && s == 1.0, Class::SigmoidOne);
         add(g.is_finite() && s == 0.0, Class::SigmoidZero);
+        add(g > -88.0 && g < -16.0, Class::SigmoidTail);
+        add((1.0 + g * (1.0 - s)).abs() < 1.0 / 256.0, Class::DsiluCancels);
         add(g == 0.0, Class::GZero);
     }
     let inter = [&tr.g, &tr.u, &tr.h_pre, &tr.y_pre, &tr.dh_pre, &tr.dz_pre, &tr.dx];
@@ -816,6 +896,24 @@ mod tests {
         let sub = one(f32::from_bits(0x0001_0000), 1.0, 1.0, 1.0, -0.0);
         let c = classify(&sub);
         assert!(c.contains(&Class::Subnormal) && c.contains(&Class::SignedZero));
+    }
+
+    #[test]
+    fn classes_read_the_profile_oracles_outputs() {
+        // classify's y and dX (the model's) are the profile oracle's bits:
+        // a tie it reports is a tie the serial profile meets.
+        use oracles::op::shared_expert::SharedExpert;
+        let profile = SharedExpertProfile::serial();
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        for _ in 0..300 {
+            let c = generate(&mut rng, &GenConfig::default());
+            let tr = trace(&c).unwrap();
+            let f = oracles::op::forward::<SharedExpert>(&c, &profile).unwrap();
+            let b = oracles::op::backward::<SharedExpert>(&c, &profile).unwrap();
+            let same =
+                |a: &[f32], b: &[f32]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| oracles::same_bits(*x, *y));
+            assert!(same(&tr.y, &f.y) && same(&tr.dx, &b.dx), "{c:?}");
+        }
     }
 
     /// Greedy shrinking: the first candidate that still fails, until none does.

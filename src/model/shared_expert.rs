@@ -20,10 +20,15 @@ use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, Share
 // The one computational leaf shared with the oracles (see the router
 // model): the correctly rounded exp, verified on its own against MPFR.
 use oracles::expf::exp_f32;
+use oracles::order::ReductionOrder;
+use oracles::profile::shared_expert::SharedExpertProfile;
 
-/// The kernel model of the serial profile, with or without a planted bug.
+/// The kernel model of a profile, with or without a planted bug. It
+/// implements the serial order of each dot product (one thread's chain);
+/// a profile naming another order is refused as unsupported.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SharedExpertModel {
+    pub profile: SharedExpertProfile,
     pub bug: Option<SharedExpertBug>,
 }
 
@@ -71,14 +76,31 @@ pub fn bf16_tie(x: f32) -> bool {
 }
 
 impl SharedExpertModel {
-    /// The correct model.
-    pub fn new() -> Self {
-        SharedExpertModel { bug: None }
+    /// The correct model of `profile`.
+    pub fn new(profile: SharedExpertProfile) -> Self {
+        SharedExpertModel { profile, bug: None }
     }
 
-    /// A planted bug.
+    /// A planted bug, on the serial profile.
     pub fn planted(bug: SharedExpertBug) -> Self {
-        SharedExpertModel { bug: Some(bug) }
+        SharedExpertModel { profile: SharedExpertProfile::serial(), bug: Some(bug) }
+    }
+
+    /// Validates the case and the profile (shared validation) and refuses
+    /// any order but the serial chain this kernel runs.
+    fn prepare(&self, case: &SharedExpertCase) -> Result<(), ModelError> {
+        case.validate().map_err(|e| ModelError::Invalid(e.to_string()))?;
+        let p = &self.profile;
+        p.validate().map_err(|e| ModelError::Invalid(format!("invalid profile: {e}")))?;
+        for (order, what) in [(&p.z, "z"), (&p.y, "y"), (&p.dh, "dh"), (&p.dx, "dX")] {
+            if *order != ReductionOrder::Serial {
+                return Err(ModelError::Unsupported(format!(
+                    "reduction order {order} for {what} (shared_expert profile {}): the kernel model implements Serial",
+                    p.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn has(&self, bug: SharedExpertBug) -> bool {
@@ -96,7 +118,7 @@ impl SharedExpertModel {
     }
 
     /// The kernel's bf16 rounding.
-    fn bf16(&self, x: f32) -> f32 {
+    fn to_bf16(&self, x: f32) -> f32 {
         if self.has(SharedExpertBug::Bf16Truncate) {
             f32::from_bits(x.to_bits() & 0xffff_0000)
         } else if self.has(SharedExpertBug::Bf16HalfAway) {
@@ -138,7 +160,7 @@ impl SharedExpertModel {
     /// Every intermediate of the forward (and of the backward when
     /// `backward`), as the kernels compute them.
     pub fn trace(&self, case: &SharedExpertCase, backward: bool) -> Result<Trace, ModelError> {
-        case.validate().map_err(|e| ModelError::Invalid(e.to_string()))?;
+        self.prepare(case)?;
         let (t_n, h_n, f_n) = (case.t, case.h, case.f);
         let poison = f32::from_bits(POISON);
         let x = Strided { buf: case.x_storage(poison), base: case.layout.offset, stride: case.layout.row_stride };
@@ -157,8 +179,9 @@ impl SharedExpertModel {
                 let u = self.dot(t_n, h_n, &xt, &|i| w1(up0 + j, i));
                 let sig = self.sigmoid(g);
                 silu[j] = g * sig;
-                let h_pre = if self.has(SharedExpertBug::HRoundedTwice) { self.bf16(silu[j]) * u } else { silu[j] * u };
-                h[j] = self.bf16(h_pre);
+                let h_pre =
+                    if self.has(SharedExpertBug::HRoundedTwice) { self.to_bf16(silu[j]) * u } else { silu[j] * u };
+                h[j] = self.to_bf16(h_pre);
                 tr.g.push(g);
                 tr.u.push(u);
                 tr.sig.push(sig);
@@ -168,7 +191,7 @@ impl SharedExpertModel {
             for i in 0..h_n {
                 let y_pre = self.dot(t_n, f_n, &|j| h[j], &|j| w2(i, j));
                 tr.y_pre.push(y_pre);
-                tr.y.push(self.bf16(y_pre));
+                tr.y.push(self.to_bf16(y_pre));
             }
             if !backward {
                 continue;
@@ -179,7 +202,7 @@ impl SharedExpertModel {
             let mut dz_pre = vec![0.0f32; 2 * f_n];
             for j in 0..f_n {
                 let dh_pre = self.dot(t_n, h_n, &dyt, &|i| w2(i, j));
-                let dh = self.bf16(dh_pre);
+                let dh = self.to_bf16(dh_pre);
                 let (g, u, sig) = (tr.g[base + j], tr.u[base + j], tr.sig[base + j]);
                 let dsilu = sig * (1.0 + g * (1.0 - sig));
                 dz_pre[j] = (dh * u) * dsilu;
@@ -187,23 +210,17 @@ impl SharedExpertModel {
                 tr.dh_pre.push(dh_pre);
                 tr.dh.push(dh);
             }
-            let dz: Vec<f32> = dz_pre.iter().map(|&v| self.bf16(v)).collect();
+            let dz: Vec<f32> = dz_pre.iter().map(|&v| self.to_bf16(v)).collect();
             tr.dz_pre.extend_from_slice(&dz_pre);
             tr.dz.extend_from_slice(&dz);
             // dX: one chain over all 2F, the gate block first.
             let row = |k: usize| if k < f_n { gate0 + k } else { up0 + k - f_n };
             for i in 0..h_n {
                 let d = self.dot(t_n, 2 * f_n, &|k| dz[k], &|k| w1(row(k), i));
-                tr.dx.push(if self.has(SharedExpertBug::DxRounded) { self.bf16(d) } else { d });
+                tr.dx.push(if self.has(SharedExpertBug::DxRounded) { self.to_bf16(d) } else { d });
             }
         }
         Ok(tr)
-    }
-}
-
-impl Default for SharedExpertModel {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -240,13 +257,13 @@ mod tests {
         let a = SharedExpertModel::planted(SharedExpertBug::Bf16HalfAway);
         let x = f32::from_bits(0x3f80_c000);
         assert_eq!(
-            (t.bf16(x).to_bits(), a.bf16(x).to_bits(), bf16_rne(x).to_bits()),
+            (t.to_bf16(x).to_bits(), a.to_bf16(x).to_bits(), bf16_rne(x).to_bits()),
             (0x3f80_0000, 0x3f81_0000, 0x3f81_0000)
         );
         // The half-away rounding differs from RNE only on a tie with an even kept half.
         let tie = f32::from_bits(0x3f80_8000);
-        assert_eq!((a.bf16(tie).to_bits(), bf16_rne(tie).to_bits()), (0x3f81_0000, 0x3f80_0000));
+        assert_eq!((a.to_bf16(tie).to_bits(), bf16_rne(tie).to_bits()), (0x3f81_0000, 0x3f80_0000));
         let odd_tie = f32::from_bits(0x3f81_8000);
-        assert_eq!(a.bf16(odd_tie).to_bits(), bf16_rne(odd_tie).to_bits());
+        assert_eq!(a.to_bf16(odd_tie).to_bits(), bf16_rne(odd_tie).to_bits());
     }
 }
