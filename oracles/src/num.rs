@@ -315,6 +315,35 @@ mod tests {
     }
 
     #[test]
+    fn bounded_bf16_roundings_are_certain_only_inside_one_interval() {
+        // 1 + 2^-9 with a small bound: every value rounds to 1, certain,
+        // bound 0 (the exact value's rounding is exactly 1).
+        let r = Bounded { x: 1.0 + 2f32.powi(-9), err: 1e-6 }.round_bf16();
+        assert_eq!((r.decision, r.certain, r.value), (Some(1.0), true, Bounded { x: 1.0, err: 0.0 }));
+        // On the midpoint 1 + 2^-8 with a bound: 1 or 1 + 2^-7, uncertain,
+        // the bound reaching the farther one.
+        let r = Bounded { x: 1.0 + 2f32.powi(-8), err: 1e-9 }.round_bf16();
+        assert_eq!((r.decision, r.certain), (Some(1.0), false));
+        assert!(r.value.err >= 2f64.powi(-7) && r.value.err < 2f64.powi(-7) * (1.0 + 1e-15));
+        // Exactly the midpoint with bound 0: the rounding of the value
+        // itself, to even, certain.
+        let r = Bounded::input(1.0 + 2f32.powi(-8)).round_bf16();
+        assert_eq!((r.decision, r.certain, r.value.err), (Some(1.0), true, 0.0));
+        // Around zero: zeros only, certain.
+        let r = Bounded { x: 2f32.powi(-140), err: 2f64.powi(-139) }.round_bf16();
+        assert!(r.certain && r.value.x == 0.0 && r.value.err == 0.0);
+        // Non-finite, or unbounded: no claim, no finite bound.
+        for b in [Bounded::input(f32::NAN), Bounded::input(f32::INFINITY), Bounded { x: 1.0, err: f64::INFINITY }] {
+            let r = b.round_bf16();
+            assert!(!r.certain && r.value.err.is_infinite(), "{b:?}");
+        }
+        // A finite value rounding to inf: unbounded (an overflow).
+        let r = Bounded { x: f32::MAX, err: 0.0 }.round_bf16();
+        assert_eq!(r.decision, Some(f32::INFINITY));
+        assert!(r.value.err.is_infinite());
+    }
+
+    #[test]
     fn bounded_overflow_is_unbounded() {
         let big = Bounded::input(f32::MAX);
         assert!(big.add(&big).err.is_infinite());

@@ -55,12 +55,20 @@
 //! and an exact f32 midpoint, which one exact rational evaluation
 //! ([`rational`], run by [`reference`] at [`MAX_PREC`]) settles. What
 //! neither settles is reported as undetermined, never guessed.
+//!
+//! An output the op itself rounds to bf16 (`shared_expert`'s y) is held
+//! already rounded ([`Num::round_bf16`]): exactly (bound 0) once the exact
+//! value's bound lies inside one bf16 rounding interval, and until then as
+//! one candidate with a bound reaching the other, so that Ziv's loop goes on
+//! exactly as long as the bf16 rounding is open.
 
 pub mod bound;
+pub mod interval;
 pub mod rational;
 pub mod reference;
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 pub use bound::Bound;
 
@@ -611,6 +619,61 @@ mod tests {
         let above = mid.clone() + Float::with_val(200, 2f64.powi(-84));
         assert_eq!(round_to_f32(&mid), 1.0);
         assert_eq!(round_to_f32(&above), 1.0 + f32::EPSILON);
+    }
+
+    #[test]
+    fn bf16_rounding_of_mpfr_values_agrees_with_the_f64_one() {
+        // Every f64 value is exact in MPFR at 53 bits: both roundings must
+        // give the same bits, across the whole range (subnormal bf16,
+        // overflow, midpoints and their neighbours).
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = match i % 4 {
+                // Random bits with the exponent near f32's range.
+                0 | 1 => f64::from_bits((x & 0x800f_ffff_ffff_ffff) | ((((x >> 52) % 300) + 1023 - 150) << 52)),
+                // bf16 midpoints (a 9th significant bit set), exactly.
+                2 => f32::from_bits(((x as u32) & 0xffff_0000) | 0x8000) as f64,
+                // A midpoint one f64 ulp off, either way.
+                _ => {
+                    let m = f32::from_bits(((x as u32) & 0xffff_0000) | 0x8000) as f64;
+                    if x & 1 == 0 {
+                        m.next_up()
+                    } else {
+                        m.next_down()
+                    }
+                }
+            };
+            if v.is_nan() {
+                continue;
+            }
+            let got = round_to_bf16(&Float::with_val(53, v));
+            assert_eq!(got.to_bits(), crate::bf16::round_f64(v).to_bits(), "{v:e}");
+        }
+    }
+
+    #[test]
+    fn an_exact_value_on_a_bf16_boundary_is_undetermined_until_its_bound_shrinks() {
+        // 1 + 2^-8 is the midpoint between 1 and 1 + 2^-7: with no bound it
+        // rounds to even (1), settled; with a bound around it, the two ends
+        // round apart: undetermined, its value 1 with a bound reaching
+        // 1 + 2^-7 (so what follows stays unsettled and Ziv goes on).
+        let mid = Float::with_val(128, 1) + Float::with_val(128, Float::i_exp(1, -8));
+        let exact = Exact::new(mid.clone(), Bound::ZERO).round_bf16();
+        assert_eq!((exact.decision, exact.certain), (Some(1.0), true));
+        let r = Exact::new(mid, Bound::pow2(-100)).round_bf16();
+        assert_eq!((r.decision, r.certain), (None, false));
+        assert_eq!(r.value.v, 1.0);
+        assert!(r.value.err >= Bound::pow2(-7) && r.value.err < Bound::pow2(-6));
+        // Around zero, every value rounds to a zero: settled as zero.
+        let z = Exact::new(Float::with_val(128, Float::i_exp(1, -200)), Bound::pow2(-199)).round_bf16();
+        assert_eq!((z.decision.map(f32::abs), z.certain), (Some(0.0), true));
+        // Nothing known: no decision.
+        let u = Exact::unknown(Float::with_val(128, 1)).round_bf16();
+        assert_eq!((u.decision, u.certain), (None, false));
+        assert!(!u.value.err.is_finite());
     }
 
     #[test]

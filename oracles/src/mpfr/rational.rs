@@ -303,6 +303,39 @@ mod tests {
     }
 
     #[test]
+    fn bf16_rounding_agrees_with_mpfr_on_random_rationals_and_midpoints() {
+        let mut rng = Xorshift(0x2545_f491_4f6c_dd1d);
+        for i in 0..5_000 {
+            let shift = (rng.next() % 400) as i32 - 200;
+            let mut x = Rational::from((rng.integer(), rng.integer())) * pow2(shift);
+            if i % 4 == 0 {
+                // A bf16 midpoint (bits with the 9th significant bit set, as
+                // an f32, exact), or 2^-300 off it.
+                let m = f32::from_bits((rng.next() as u32 & 0x7fff_0000) | 0x8000);
+                let m = if m.is_finite() { m } else { 1.5 };
+                x = Rational::from_f32(m).unwrap()
+                    + [Rational::new(), pow2(-300), -pow2(-300)][(rng.next() % 3) as usize].clone();
+            }
+            let lo = crate::mpfr::round_to_bf16(&Float::with_val_round(4096, &x, Round::Down).0);
+            let hi = crate::mpfr::round_to_bf16(&Float::with_val_round(4096, &x, Round::Up).0);
+            assert_eq!(lo.to_bits(), hi.to_bits(), "{x}");
+            assert_eq!(round_rational_to_bf16(&x).to_bits(), lo.to_bits(), "{x}");
+        }
+        // Ties by hand: 1 + 2^-8 to 1 (even), 1 + 3 2^-8 to 1 + 2^-6 (even);
+        // 2^-134 to +0.0, 3 2^-134 to 2^-132; the overflow midpoint to inf.
+        assert_eq!(round_rational_to_bf16(&(pow2(0) + pow2(-8))), 1.0);
+        assert_eq!(round_rational_to_bf16(&(pow2(0) + Rational::from(3) * pow2(-8))), 1.0 + 2f32.powi(-6));
+        assert_eq!(round_rational_to_bf16(&pow2(-134)).to_bits(), 0);
+        assert_eq!(round_rational_to_bf16(&(Rational::from(3) * pow2(-134))), 2f32.powi(-132));
+        assert_eq!(round_rational_to_bf16(&(pow2(128) - pow2(119))), f32::INFINITY);
+        assert_eq!(round_rational_to_bf16(&(pow2(128) - pow2(119) - pow2(-5))), f32::from_bits(0x7f7f_0000));
+        let r = Rat::input(1.5).round_bf16();
+        assert_eq!((r.decision, r.certain), (Some(1.5), true));
+        let n = Rat::input(f32::NAN).round_bf16();
+        assert_eq!((n.decision, n.certain), (None, false));
+    }
+
+    #[test]
     fn values_that_are_not_finite_rationals_are_never_numbers() {
         let one = Rat::input(1.0);
         let zero = Rat::input(0.0);
