@@ -87,10 +87,10 @@ impl SharedExpertCase {
                 .ok_or_else(|| SharedExpertError::TooLarge(format!("{what}: {a} x {b} values (at most {MAX_STORAGE})")))
         };
         let th = product(t, h, "x")?;
-        let w1 = product(f.checked_mul(2).unwrap_or(usize::MAX), h, "w1")?;
+        let w1 = product(f.saturating_mul(2), h, "w1")?;
         let w2 = product(h, f, "w2")?;
         // z and the backward's dz are T x 2F f32 intermediates.
-        product(t, f.checked_mul(2).unwrap_or(usize::MAX), "z")?;
+        product(t, f.saturating_mul(2), "z")?;
         if self.layout.offset > MAX_OFFSET {
             return Err(SharedExpertError::Offset(self.layout.offset));
         }
