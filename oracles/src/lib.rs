@@ -2,6 +2,7 @@
 //!
 //! - [`case`]: each op's typed input, its validation and its outputs.
 //! - [`order`] and [`profile`]: numeric profiles as data (reduction orders).
+//! - [`bf16`]: rounding to bf16, a discrete decision of the profile.
 //! - [`num`]: the value types the one generic implementation of each op runs on:
 //!   plain `f32` (the profile oracle), [`num::Bounded`] (f32 plus a rigorous
 //!   running error bound) and [`mpfr::Exact`] (MPFR plus its own bound).
@@ -10,6 +11,7 @@
 //!
 //! Pure CPU, no GPU, no proptest: usable without the rest of bitparity.
 
+pub mod bf16;
 pub mod case;
 pub mod expf;
 pub mod mpfr;

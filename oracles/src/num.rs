@@ -5,6 +5,7 @@
 //! bits plus a rigorous bound on their distance from the exact value (running
 //! error analysis, SPEC section 2); on [`crate::mpfr::Exact`] the exact value.
 
+use crate::bf16::Rounding;
 use std::cmp::Ordering;
 
 /// Unit roundoff of f32, u = 2^-24.
@@ -37,6 +38,10 @@ pub trait Num: Clone + std::fmt::Debug {
     fn cmp_num(&self, y: &Self) -> Option<Ordering>;
     /// The f32 this value stands for (its rounding, for the exact type).
     fn to_f32(&self) -> f32;
+    /// This value rounded to bf16 (round to nearest even, overflow to +-inf,
+    /// NaN stays NaN, subnormals kept): a discrete decision, with whether
+    /// the exact value certainly rounds the same way (see [`crate::bf16`]).
+    fn round_bf16(&self) -> Rounding<Self>;
 }
 
 impl Num for f32 {
@@ -69,6 +74,12 @@ impl Num for f32 {
     }
     fn to_f32(&self) -> f32 {
         *self
+    }
+    /// The profile's decision; plain f32 carries no bound, so it vouches
+    /// for nothing about the exact value.
+    fn round_bf16(&self) -> Rounding<Self> {
+        let r = crate::bf16::round_f32(*self);
+        Rounding { decision: Some(r), certain: false, value: r }
     }
 }
 
@@ -232,6 +243,40 @@ impl Num for Bounded {
     fn to_f32(&self) -> f32 {
         self.x
     }
+    /// The decision is the rounding of x (the profile's f32 value). With
+    /// |x - exact| <= err, the exact value lies in [x - err, x + err], and
+    /// rounding is monotone: when both ends round to the same bf16 (or both
+    /// to zeros), so does the exact value (`certain`, and the rounded value
+    /// is exactly the exact one's rounding: bound 0). Otherwise the exact
+    /// value's rounding lies between the ends' roundings, and the bound is
+    /// the larger distance from r to either. The ends are widened outward
+    /// (one f64 ulp), which only makes the test more cautious.
+    fn round_bf16(&self) -> Rounding<Self> {
+        let r = crate::bf16::round_f32(self.x);
+        if !self.x.is_finite() || !self.err.is_finite() {
+            return Rounding { decision: Some(r), certain: false, value: Bounded { x: r, err: f64::INFINITY } };
+        }
+        let x = self.x as f64;
+        let lo = crate::bf16::round_f64(if self.err == 0.0 { x } else { (x - self.err).next_down() });
+        let hi = crate::bf16::round_f64(if self.err == 0.0 { x } else { (x + self.err).next_up() });
+        let certain = lo.to_bits() == hi.to_bits() || (lo == 0.0 && hi == 0.0);
+        let err = if certain {
+            0.0
+        } else {
+            // |hi - r| and |r - lo|: differences of f32 values, rounded up
+            // (inf where an end rounds to an infinity).
+            let dist = |a: f32, b: f32| {
+                let d = (a as f64 - b as f64).abs();
+                if d == 0.0 {
+                    0.0
+                } else {
+                    d.next_up()
+                }
+            };
+            dist(hi, r).max(dist(r, lo))
+        };
+        Rounding { decision: Some(r), certain, value: Bounded { x: r, err: Self::finite_or_inf(r, err) } }
+    }
 }
 
 #[cfg(test)]
@@ -267,6 +312,35 @@ mod tests {
         assert_eq!(mul_up(crate::expf::pow2_neg(1024), 1e-300), tiny);
         assert_eq!(mul_up(0.0, f64::INFINITY), f64::INFINITY);
         assert_eq!(div_up(tiny, 1e300), tiny);
+    }
+
+    #[test]
+    fn bounded_bf16_roundings_are_certain_only_inside_one_interval() {
+        // 1 + 2^-9 with a small bound: every value rounds to 1, certain,
+        // bound 0 (the exact value's rounding is exactly 1).
+        let r = Bounded { x: 1.0 + 2f32.powi(-9), err: 1e-6 }.round_bf16();
+        assert_eq!((r.decision, r.certain, r.value), (Some(1.0), true, Bounded { x: 1.0, err: 0.0 }));
+        // On the midpoint 1 + 2^-8 with a bound: 1 or 1 + 2^-7, uncertain,
+        // the bound reaching the farther one.
+        let r = Bounded { x: 1.0 + 2f32.powi(-8), err: 1e-9 }.round_bf16();
+        assert_eq!((r.decision, r.certain), (Some(1.0), false));
+        assert!(r.value.err >= 2f64.powi(-7) && r.value.err < 2f64.powi(-7) * (1.0 + 1e-15));
+        // Exactly the midpoint with bound 0: the rounding of the value
+        // itself, to even, certain.
+        let r = Bounded::input(1.0 + 2f32.powi(-8)).round_bf16();
+        assert_eq!((r.decision, r.certain, r.value.err), (Some(1.0), true, 0.0));
+        // Around zero: zeros only, certain.
+        let r = Bounded { x: 2f32.powi(-140), err: 2f64.powi(-139) }.round_bf16();
+        assert!(r.certain && r.value.x == 0.0 && r.value.err == 0.0);
+        // Non-finite, or unbounded: no claim, no finite bound.
+        for b in [Bounded::input(f32::NAN), Bounded::input(f32::INFINITY), Bounded { x: 1.0, err: f64::INFINITY }] {
+            let r = b.round_bf16();
+            assert!(!r.certain && r.value.err.is_infinite(), "{b:?}");
+        }
+        // A finite value rounding to inf: unbounded (an overflow).
+        let r = Bounded { x: f32::MAX, err: 0.0 }.round_bf16();
+        assert_eq!(r.decision, Some(f32::INFINITY));
+        assert!(r.value.err.is_infinite());
     }
 
     #[test]

@@ -64,6 +64,7 @@ pub mod seqwise_loss;
 
 pub use bound::Bound;
 
+use crate::bf16::Rounding;
 use crate::expf::pow2_neg;
 use crate::num::{add_up, mul_up, Num};
 use rug::float::{Constant, Round, Special};
@@ -359,6 +360,65 @@ impl Num for Exact {
     fn to_f32(&self) -> f32 {
         round_to_f32(&self.v)
     }
+    /// The exact value's rounding, where its bound pins it down: both ends
+    /// of [v - err, v + err] round alike (or both to zeros: then +0.0, the
+    /// sign of an exact zero being no real's; see [`correctly_rounded`]).
+    /// Otherwise undetermined at this precision (`decision: None`), and the
+    /// value is v's rounding with a bound reaching the ends' roundings, so
+    /// that an output computed from it stays unsettled and Ziv's loop
+    /// doubles the precision.
+    fn round_bf16(&self) -> Rounding<Self> {
+        let settled = |d: f32| Rounding { decision: Some(d), certain: true, value: Exact::input(d) };
+        if self.beyond.is_some() {
+            // A real beyond MPFR's range (above 2^emax > 2^128) rounds to +-inf.
+            return settled(round_to_bf16(&self.v));
+        }
+        let r = round_to_bf16(&self.v);
+        if !self.err.is_finite() {
+            return Rounding { decision: None, certain: false, value: Exact::unknown(Float::with_val(prec(), r)) };
+        }
+        if self.err.is_zero() || !self.v.is_finite() {
+            return settled(r);
+        }
+        let p = self.v.prec() + 64;
+        let err = self.err.to_float();
+        let lo = round_to_bf16(&Float::with_val_round(p, &self.v - &err, Round::Down).0);
+        let hi = round_to_bf16(&Float::with_val_round(p, &self.v + &err, Round::Up).0);
+        if lo.to_bits() == hi.to_bits() {
+            return settled(lo);
+        }
+        if lo == 0.0 && hi == 0.0 {
+            return settled(0.0);
+        }
+        // |end - r| exactly (f32 values span at most 277 bits), then upward.
+        let dist = |a: f32| Bound::abs_up(&Float::with_val(300, Float::with_val(24, a) - r));
+        let (a, b) = (dist(lo), dist(hi));
+        let spread = if a > b { a } else { b };
+        Rounding { decision: None, certain: false, value: Exact::new(Float::with_val(prec(), r), spread) }
+    }
+}
+
+/// The bf16 nearest to `v` (ties to even), as the f32 it is exactly:
+/// subnormals (down to 2^-133) kept, +-inf at and beyond the midpoint above
+/// the largest bf16, one rounding (never through an intermediate f32).
+pub fn round_to_bf16(v: &Float) -> f32 {
+    if v.is_nan() {
+        return f32::NAN;
+    }
+    if v.is_infinite() || v.is_zero() {
+        return v.to_f32();
+    }
+    let tiny = Float::with_val(32, f32::MIN_POSITIVE);
+    if v.as_abs().lt(&tiny) {
+        // Below 2^-126 the bf16 grid is the integers times 2^-133.
+        let scaled = Float::with_val(v.prec() + 8, v << 133u32).round_even();
+        let n = scaled.to_f64(); // an integer of at most 2^7 (its sign kept): exact
+        return (n * pow2_neg(133)) as f32; // exact: on the bf16 grid
+    }
+    let (r, _) = Float::with_val_round(8, v, Round::Nearest);
+    // r has 8 bits, so to_f64 is exact; `as f32` is then exact, or gives inf
+    // exactly when the rounding reached 2^128 (RNE's overflow).
+    r.to_f64() as f32
 }
 
 /// The f32 nearest to `v` (ties to even), subnormals and overflow included:
@@ -551,6 +611,61 @@ mod tests {
         let above = mid.clone() + Float::with_val(200, 2f64.powi(-84));
         assert_eq!(round_to_f32(&mid), 1.0);
         assert_eq!(round_to_f32(&above), 1.0 + f32::EPSILON);
+    }
+
+    #[test]
+    fn bf16_rounding_of_mpfr_values_agrees_with_the_f64_one() {
+        // Every f64 value is exact in MPFR at 53 bits: both roundings must
+        // give the same bits, across the whole range (subnormal bf16,
+        // overflow, midpoints and their neighbours).
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = match i % 4 {
+                // Random bits with the exponent near f32's range.
+                0 | 1 => f64::from_bits((x & 0x800f_ffff_ffff_ffff) | ((((x >> 52) % 300) + 1023 - 150) << 52)),
+                // bf16 midpoints (a 9th significant bit set), exactly.
+                2 => f32::from_bits(((x as u32) & 0xffff_0000) | 0x8000) as f64,
+                // A midpoint one f64 ulp off, either way.
+                _ => {
+                    let m = f32::from_bits(((x as u32) & 0xffff_0000) | 0x8000) as f64;
+                    if x & 1 == 0 {
+                        m.next_up()
+                    } else {
+                        m.next_down()
+                    }
+                }
+            };
+            if v.is_nan() {
+                continue;
+            }
+            let got = round_to_bf16(&Float::with_val(53, v));
+            assert_eq!(got.to_bits(), crate::bf16::round_f64(v).to_bits(), "{v:e}");
+        }
+    }
+
+    #[test]
+    fn an_exact_value_on_a_bf16_boundary_is_undetermined_until_its_bound_shrinks() {
+        // 1 + 2^-8 is the midpoint between 1 and 1 + 2^-7: with no bound it
+        // rounds to even (1), settled; with a bound around it, the two ends
+        // round apart: undetermined, its value 1 with a bound reaching
+        // 1 + 2^-7 (so what follows stays unsettled and Ziv goes on).
+        let mid = Float::with_val(128, 1) + Float::with_val(128, Float::i_exp(1, -8));
+        let exact = Exact::new(mid.clone(), Bound::ZERO).round_bf16();
+        assert_eq!((exact.decision, exact.certain), (Some(1.0), true));
+        let r = Exact::new(mid, Bound::pow2(-100)).round_bf16();
+        assert_eq!((r.decision, r.certain), (None, false));
+        assert_eq!(r.value.v, 1.0);
+        assert!(r.value.err >= Bound::pow2(-7) && r.value.err < Bound::pow2(-6));
+        // Around zero, every value rounds to a zero: settled as zero.
+        let z = Exact::new(Float::with_val(128, Float::i_exp(1, -200)), Bound::pow2(-199)).round_bf16();
+        assert_eq!((z.decision.map(f32::abs), z.certain), (Some(0.0), true));
+        // Nothing known: no decision.
+        let u = Exact::unknown(Float::with_val(128, 1)).round_bf16();
+        assert_eq!((u.decision, u.certain), (None, false));
+        assert!(!u.value.err.is_finite());
     }
 
     #[test]

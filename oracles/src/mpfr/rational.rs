@@ -18,6 +18,7 @@
 //! Lindemann-Weierstrass). Its [`Num::to_f32`] is NaN and its comparisons
 //! are `None`: it never stands for a number.
 
+use crate::bf16::Rounding;
 use crate::num::Num;
 use rug::{Integer, Rational};
 use std::cmp::Ordering;
@@ -95,6 +96,17 @@ impl Num for Rat {
     fn to_f32(&self) -> f32 {
         self.0.as_ref().map_or(f32::NAN, round_rational_to_f32)
     }
+    /// Exact: a finite rational has one correct rounding; what is not one
+    /// has none (`decision: None`, and the value stays not representable).
+    fn round_bf16(&self) -> Rounding<Self> {
+        match &self.0 {
+            Some(q) => {
+                let d = round_rational_to_bf16(q);
+                Rounding { decision: Some(d), certain: true, value: Rat::input(d) }
+            }
+            None => Rounding { decision: None, certain: false, value: Rat(None) },
+        }
+    }
 }
 
 /// The f32 nearest to `q`, ties to even, subnormals kept, overflow to
@@ -111,6 +123,19 @@ impl Num for Rat {
 /// 2^23 2^k below), so m + 1 <= 2^24 and m 2^k is exact in f64 and, being
 /// on the f32 grid, in f32, unless it is 2^128, which IEEE rounds to inf.
 pub fn round_rational_to_f32(q: &Rational) -> f32 {
+    round_rational(q, 24)
+}
+
+/// The bf16 nearest to `q` (ties to even, subnormals down to 2^-133 kept,
+/// overflow to infinity), as the f32 it is exactly: [`round_rational_to_f32`]
+/// with 8 significant bits instead of 24 (the same exponent range).
+pub fn round_rational_to_bf16(q: &Rational) -> f32 {
+    round_rational(q, 8)
+}
+
+/// The nearest value with `bits` significant bits and f32's exponent range
+/// (see [`round_rational_to_f32`], written for bits = 24).
+fn round_rational(q: &Rational, bits: i64) -> f32 {
     if q.cmp0() == Ordering::Equal {
         return 0.0;
     }
@@ -121,11 +146,13 @@ pub fn round_rational_to_f32(q: &Rational) -> f32 {
     // bits(n) - bits(d) - 1 <= log2(n/d) < bits(n) - bits(d) + 1.
     let mut e = n.significant_bits() as i64 - d.significant_bits() as i64;
     if e > 129 {
-        // |q| >= 2^(e-1) >= 2^129, past the overflow threshold 2^128 - 2^103.
+        // |q| >= 2^(e-1) >= 2^129, past the overflow threshold (2^128 - 2^103
+        // for f32, 2^128 - 2^119 for bf16).
         return signed(f32::INFINITY);
     }
     if e < -151 {
-        // |q| < 2^(e+1) <= 2^-151, below half the smallest subnormal.
+        // |q| < 2^(e+1) <= 2^-151, below half the smallest subnormal (2^-150
+        // for f32, 2^-134 for bf16).
         return signed(0.0);
     }
     // Now |e| <= 151: the shifts are small. e is floor(log2 |q|) or one more.
@@ -136,7 +163,7 @@ pub fn round_rational_to_f32(q: &Rational) -> f32 {
     if e >= 128 {
         return signed(f32::INFINITY);
     }
-    let k = e.max(-126) - 23;
+    let k = e.max(-126) - (bits - 1);
     let (num, den) =
         if k >= 0 { (n, Integer::from(d << k as u32)) } else { (Integer::from(&n << (-k) as u32), d.clone()) };
     let (m, r) = num.div_rem(den.clone());
@@ -146,12 +173,13 @@ pub fn round_rational_to_f32(q: &Rational) -> f32 {
         Ordering::Equal => m.is_odd(),
     };
     let m = if up { m + 1u32 } else { m };
-    // m <= 2^24: exact in f64 (to_f64 rounds only past 53 bits), and
-    // 2^k (-149 <= k <= 104) is a normal f64, so the product is exact.
+    // m <= 2^bits: exact in f64 (to_f64 rounds only past 53 bits), and
+    // 2^k (-149 <= k <= 104 for f32, -133 <= k <= 120 for bf16) is a normal
+    // f64, so the product is exact.
     let pow2 = f64::from_bits(((1023 + k) as u64) << 52);
     let magnitude = m.to_f64() * pow2;
-    // On the f32 grid, so `as f32` is exact; 2^128 (k = 104, m = 2^24) is
-    // past f32::MAX and converts to inf, the IEEE rounding.
+    // On the f32 grid, so `as f32` is exact; 2^128 (m = 2^bits at the top
+    // binade) is past f32::MAX and converts to inf, the IEEE rounding.
     signed(magnitude as f32)
 }
 
@@ -272,6 +300,39 @@ mod tests {
             let expected = mpfr_rounding(&x).expect("4096 bits hold every dyadic value here and separate the rest");
             assert_eq!(round_rational_to_f32(&x).to_bits(), expected.to_bits(), "{x}");
         }
+    }
+
+    #[test]
+    fn bf16_rounding_agrees_with_mpfr_on_random_rationals_and_midpoints() {
+        let mut rng = Xorshift(0x2545_f491_4f6c_dd1d);
+        for i in 0..5_000 {
+            let shift = (rng.next() % 400) as i32 - 200;
+            let mut x = Rational::from((rng.integer(), rng.integer())) * pow2(shift);
+            if i % 4 == 0 {
+                // A bf16 midpoint (bits with the 9th significant bit set, as
+                // an f32, exact), or 2^-300 off it.
+                let m = f32::from_bits((rng.next() as u32 & 0x7fff_0000) | 0x8000);
+                let m = if m.is_finite() { m } else { 1.5 };
+                x = Rational::from_f32(m).unwrap()
+                    + [Rational::new(), pow2(-300), -pow2(-300)][(rng.next() % 3) as usize].clone();
+            }
+            let lo = crate::mpfr::round_to_bf16(&Float::with_val_round(4096, &x, Round::Down).0);
+            let hi = crate::mpfr::round_to_bf16(&Float::with_val_round(4096, &x, Round::Up).0);
+            assert_eq!(lo.to_bits(), hi.to_bits(), "{x}");
+            assert_eq!(round_rational_to_bf16(&x).to_bits(), lo.to_bits(), "{x}");
+        }
+        // Ties by hand: 1 + 2^-8 to 1 (even), 1 + 3 2^-8 to 1 + 2^-6 (even);
+        // 2^-134 to +0.0, 3 2^-134 to 2^-132; the overflow midpoint to inf.
+        assert_eq!(round_rational_to_bf16(&(pow2(0) + pow2(-8))), 1.0);
+        assert_eq!(round_rational_to_bf16(&(pow2(0) + Rational::from(3) * pow2(-8))), 1.0 + 2f32.powi(-6));
+        assert_eq!(round_rational_to_bf16(&pow2(-134)).to_bits(), 0);
+        assert_eq!(round_rational_to_bf16(&(Rational::from(3) * pow2(-134))), 2f32.powi(-132));
+        assert_eq!(round_rational_to_bf16(&(pow2(128) - pow2(119))), f32::INFINITY);
+        assert_eq!(round_rational_to_bf16(&(pow2(128) - pow2(119) - pow2(-5))), f32::from_bits(0x7f7f_0000));
+        let r = Rat::input(1.5).round_bf16();
+        assert_eq!((r.decision, r.certain), (Some(1.5), true));
+        let n = Rat::input(f32::NAN).round_bf16();
+        assert_eq!((n.decision, n.certain), (None, false));
     }
 
     #[test]

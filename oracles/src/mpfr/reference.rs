@@ -25,6 +25,9 @@ pub struct ExactResult<T> {
     /// Real outputs left open by Ziv's loop at [`MAX_PREC`] that the
     /// rational evaluation settled (an exact f32 midpoint, say).
     pub rational: usize,
+    /// Imposed decisions the exact values contradict (see
+    /// [`crate::op::Run::contradicted`]): failures of the imposing run.
+    pub contradicted: Vec<String>,
 }
 
 /// The real values of some output groups.
@@ -73,7 +76,8 @@ fn ziv<T, R, D, E>(
         };
         let undetermined = open.len() - rational;
         drop(out_groups);
-        return Ok(ExactResult { out: run.out, near_ties: run.near_ties, prec, undetermined, rational });
+        let (near_ties, contradicted) = (run.near_ties, run.contradicted);
+        return Ok(ExactResult { out: run.out, near_ties, prec, undetermined, rational, contradicted });
     }
 }
 
@@ -196,7 +200,8 @@ impl<O: Op> ForwardReference<O> {
     }
 
     /// Every forward output of `computed` within the profile's bound of the
-    /// exact forward; integer outputs equal.
+    /// exact forward; integer outputs equal; every decision the profile
+    /// vouched for confirmed by the exact values.
     pub fn judge(&self, case: &O::Case, computed: &O::Fwd<f32>) -> Accuracy {
         let mut acc = Accuracy::of(
             &O::fwd_groups(case, computed),
@@ -205,6 +210,7 @@ impl<O: Op> ForwardReference<O> {
         );
         acc.near_ties = self.exact.near_ties;
         acc.undetermined = self.exact.undetermined;
+        acc.outside.extend(self.exact.contradicted.iter().map(|c| format!("decision contradicted: {c}")));
         acc
     }
 }
@@ -232,6 +238,7 @@ impl<O: Op> BackwardReference<O> {
         );
         acc.near_ties = self.exact.near_ties;
         acc.undetermined = self.exact.undetermined;
+        acc.outside.extend(self.exact.contradicted.iter().map(|c| format!("decision contradicted: {c}")));
         acc
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 use crate::num::Num;
 use serde::de::DeserializeOwned;
@@ -23,13 +24,20 @@ pub trait Profile: Clone + Debug + PartialEq + Send + Sync + 'static {
 }
 
 /// A result with the discrete decisions taken (the clamp, the gate, a
-/// selection) and how many rows' own decisions (on this value type's values)
-/// disagreed with the imposed ones: `decision-near-tie` (SPEC section 2).
+/// selection, a bf16 rounding) and how many rows' own decisions (on this
+/// value type's values) disagreed with the imposed ones: `decision-near-tie`
+/// (SPEC section 2).
 #[derive(Clone, Debug)]
 pub struct Run<T, D> {
     pub out: T,
     pub decisions: D,
     pub near_ties: usize,
+    /// Imposed decisions that the imposing run vouched for (its bound put
+    /// the exact value on the decided side) and that this run's own values,
+    /// certain too, decide otherwise, one line each. Both cannot be right:
+    /// a wrong formula or a wrong bound, judged as a failure, never counted
+    /// as a near tie. Empty for decisions that carry no such claim.
+    pub contradicted: Vec<String>,
 }
 
 /// How the rows of an output group relate to the tokens of the case.

@@ -7,3 +7,4 @@
 
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;

@@ -5,3 +5,4 @@
 
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;

@@ -183,7 +183,7 @@ pub fn forward_on<N: Num>(
         out.scores.extend(row.s);
     }
     let decisions = RouterDecisions { ids: out.ids.clone(), loss: None };
-    Ok(Run { out, decisions, near_ties })
+    Ok(Run { out, decisions, near_ties, contradicted: Vec::new() })
 }
 
 /// The route part of one token's backward, r_j for each chosen expert j:
@@ -258,7 +258,7 @@ pub fn backward_on<N: Num>(
     let ids = rows.into_iter().flat_map(|r| r.ids).collect();
     let decisions = RouterDecisions { ids, loss: case.loss.map(|_| loss_decisions) };
     let near_ties = near.iter().filter(|&&n| n).count();
-    Ok(Run { out: RouterBackward { grad }, decisions, near_ties })
+    Ok(Run { out: RouterBackward { grad }, decisions, near_ties, contradicted: Vec::new() })
 }
 
 #[cfg(test)]

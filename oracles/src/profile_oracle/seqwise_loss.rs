@@ -194,7 +194,12 @@ pub(crate) fn forward_unchecked<N: Num>(
     }
     let terms: Vec<N> = (0..e_n).map(|e| freq[e].mul(&profile.tokens.reduce(&p[e * t_n..(e + 1) * t_n]))).collect();
     let raw = profile.raw.reduce(&terms);
-    Run { out: SeqwiseForward { raw, counts, freq }, decisions: den.decisions, near_ties: den.near_ties }
+    Run {
+        out: SeqwiseForward { raw, counts, freq },
+        decisions: den.decisions,
+        near_ties: den.near_ties,
+        contradicted: Vec::new(),
+    }
 }
 
 /// sgn(s): +1, -1, +0.0 for either zero (PyTorch's (0 < x) - (x < 0)), NaN
@@ -235,7 +240,7 @@ pub(crate) fn backward_unchecked<N: Num>(
         let g_row = row_gradient(&row, &a, &den.d[t], gate, profile);
         grad[t * case.e..(t + 1) * case.e].clone_from_slice(&g_row);
     }
-    Run { out: SeqwiseBackward { grad }, decisions: den.decisions, near_ties: den.near_ties }
+    Run { out: SeqwiseBackward { grad }, decisions: den.decisions, near_ties: den.near_ties, contradicted: Vec::new() }
 }
 
 #[cfg(test)]

@@ -1,0 +1,68 @@
+//! `shared_expert` (SPEC section 5) as an [`Op`].
+
+use super::{GradientCheck, Group, Op, Rows, Run, Values};
+use crate::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertError, SharedExpertForward};
+use crate::num::Num;
+use crate::profile::shared_expert::SharedExpertProfile;
+use crate::profile_oracle::shared_expert::{self as oracle, SharedExpertDecisions};
+
+/// The DeepSeek-V3 shared expert: a SwiGLU MLP on bf16 weights, forward y
+/// and backward dX (weights frozen).
+pub struct SharedExpert;
+
+impl Op for SharedExpert {
+    const NAME: &'static str = "shared_expert";
+    type Case = SharedExpertCase;
+    type Profile = SharedExpertProfile;
+    type Decisions = SharedExpertDecisions;
+    type Fwd<N: Num> = SharedExpertForward<N>;
+    type Bwd<N: Num> = SharedExpertBackward<N>;
+    type Error = SharedExpertError;
+
+    fn validate(case: &SharedExpertCase) -> Result<(), SharedExpertError> {
+        case.validate()
+    }
+
+    fn dims(case: &SharedExpertCase) -> Vec<(&'static str, usize)> {
+        vec![("T", case.t), ("H", case.h), ("F", case.f)]
+    }
+
+    fn profiles() -> Vec<SharedExpertProfile> {
+        SharedExpertProfile::all()
+    }
+
+    fn exact_profile() -> SharedExpertProfile {
+        SharedExpertProfile::serial()
+    }
+
+    fn forward_on<N: Num>(
+        case: &SharedExpertCase,
+        profile: &SharedExpertProfile,
+        imposed: Option<&SharedExpertDecisions>,
+    ) -> Result<Run<SharedExpertForward<N>, SharedExpertDecisions>, SharedExpertError> {
+        oracle::forward_on(case, profile, imposed)
+    }
+
+    fn backward_on<N: Num>(
+        case: &SharedExpertCase,
+        profile: &SharedExpertProfile,
+        imposed: Option<&SharedExpertDecisions>,
+    ) -> Result<Run<SharedExpertBackward<N>, SharedExpertDecisions>, SharedExpertError> {
+        oracle::backward_on(case, profile, imposed)
+    }
+
+    /// y, T x H: row t depends on token t alone (SPEC's batch invariance).
+    fn fwd_groups<'a, N: Num>(case: &SharedExpertCase, f: &'a SharedExpertForward<N>) -> Vec<Group<'a, N>> {
+        vec![Group { name: "y", rows: Rows::PerToken { local: true }, cols: case.h, values: Values::Real(&f.y) }]
+    }
+
+    /// dX, T x H: row t depends on token t alone (the weights are frozen).
+    fn bwd_groups<'a, N: Num>(case: &SharedExpertCase, b: &'a SharedExpertBackward<N>) -> Vec<Group<'a, N>> {
+        vec![Group { name: "dx", rows: Rows::PerToken { local: true }, cols: case.h, values: Values::Real(&b.dx) }]
+    }
+
+    fn check_gradient(case: &SharedExpertCase, _max_entries: usize) -> Result<GradientCheck, SharedExpertError> {
+        case.validate()?;
+        Err(SharedExpertError::Gradient("the finite-difference check of shared_expert is not written yet".into()))
+    }
+}

@@ -1,0 +1,76 @@
+//! Profiles of `shared_expert`: the order of each of its four dot products.
+//!
+//! Every product is rounded on its own before it is added (no contraction):
+//! a bf16 x bf16 product is exact in f32 unless it falls below 2^-126, where
+//! an FMA would differ (SPEC section 5). A fused kernel declares a profile
+//! of its own (`serial-fma`), which this type does not describe yet.
+
+use crate::order::ReductionOrder::{self, Serial};
+use serde::{Deserialize, Serialize};
+
+/// The order of every sum `shared_expert` performs. Each is a dot product
+/// whose terms (products, rounded separately) are listed by ascending inner
+/// index and reduced in the named order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedExpertProfile {
+    pub name: String,
+    /// z[t][r] = sum over i < H of x[t][i] * w1[r][i] (gate rows r < F, up
+    /// rows F..2F alike).
+    pub z: ReductionOrder,
+    /// The forward's y[t][i] = sum over j < F of h[t][j] * w2[i][j].
+    pub y: ReductionOrder,
+    /// The backward's dh[t][j] = sum over i < H of dy[t][i] * w2[i][j].
+    pub dh: ReductionOrder,
+    /// dX[t][i] = sum over r < 2F of dz[t][r] * w1[r][i]: one sum over both
+    /// blocks, the gate block (r < F) first.
+    pub dx: ReductionOrder,
+}
+
+impl SharedExpertProfile {
+    /// SPEC section 5's `serial` (the seed's `oracle-fp32-serial-v1`): every
+    /// dot product serial ascending over its inner index, split-K 1, mul then
+    /// add; dX one chain over all 2F.
+    pub fn serial() -> Self {
+        SharedExpertProfile { name: "serial".into(), z: Serial, y: Serial, dh: Serial, dx: Serial }
+    }
+
+    /// Every shipped profile.
+    pub fn all() -> Vec<Self> {
+        vec![Self::serial()]
+    }
+
+    pub fn by_name(name: &str) -> Option<Self> {
+        Self::all().into_iter().find(|p| p.name == name)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        for o in [&self.z, &self.y, &self.dh, &self.dx] {
+            o.validate().map_err(|e| format!("profile {}: {e}", self.name))?;
+        }
+        Ok(())
+    }
+}
+
+impl crate::op::Profile for SharedExpertProfile {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn validate(&self) -> Result<(), String> {
+        SharedExpertProfile::validate(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serial_is_found_by_name_and_a_zero_chunk_is_refused() {
+        assert_eq!(SharedExpertProfile::by_name("serial"), Some(SharedExpertProfile::serial()));
+        assert!(SharedExpertProfile::by_name("nope").is_none());
+        assert!(SharedExpertProfile::serial().validate().is_ok());
+        let mut p = SharedExpertProfile::serial();
+        p.dx = ReductionOrder::chunked(0, Serial, Serial);
+        assert!(p.validate().unwrap_err().contains("a size of 0"));
+    }
+}
