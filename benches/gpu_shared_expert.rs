@@ -19,10 +19,12 @@
 //!        only; --no-check: time without the oracle check, for tuning)
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0.
 
-use bitparity::subject::cuda::shared_expert::{probe, serial_reference, CudaSharedExpert, Step};
+use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Step};
 use bitparity::subject::SubjectError;
 use oracles::case::shared_expert::SharedExpertCase;
 use oracles::case::Layout;
+use oracles::op::{self, shared_expert::SharedExpert};
+use oracles::profile::shared_expert::SharedExpertProfile;
 
 /// (T, H, F).
 const SHAPES: [(usize, usize, usize); 8] = [
@@ -82,7 +84,10 @@ fn check(cuda: &CudaSharedExpert, c: &SharedExpertCase) -> Result<Option<String>
     let mut rows = vec![0, c.t / 2, c.t - 1];
     rows.dedup();
     for r in rows {
-        let (yr, dxr) = serial_reference(&c.rows(r..r + 1))?;
+        let one = c.rows(r..r + 1);
+        let p = SharedExpertProfile::serial();
+        let yr = op::forward::<SharedExpert>(&one, &p).map_err(|x| x.to_string())?.y;
+        let dxr = op::backward::<SharedExpert>(&one, &p).map_err(|x| x.to_string())?.dx;
         if !same(&y[r * h..(r + 1) * h], &yr) {
             return Ok(Some(format!("y row {r}")));
         }

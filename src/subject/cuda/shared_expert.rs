@@ -23,9 +23,11 @@
 
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
 use super::{KernelId, GAP_POISON};
-use crate::subject::{invalid, SubjectError};
+use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
-use oracles::case::shared_expert::SharedExpertCase;
+use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
+use oracles::op::shared_expert::SharedExpert;
+use oracles::profile::shared_expert::SharedExpertProfile;
 use std::sync::{Arc, OnceLock};
 
 /// `BP_SE_THREADS`: threads per block of every kernel.
@@ -237,6 +239,29 @@ impl Step {
     }
 }
 
+impl Subject<SharedExpert> for CudaSharedExpert {
+    fn name(&self) -> String {
+        "cuda".into()
+    }
+
+    /// The profile every kernel of kernels/shared_expert.cu implements.
+    fn profile(&self) -> Option<SharedExpertProfile> {
+        Some(SharedExpertProfile::serial())
+    }
+
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Device
+    }
+
+    fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
+        Ok(SharedExpertForward { y: self.forward_y(case)? })
+    }
+
+    fn backward(&self, case: &SharedExpertCase) -> Result<SharedExpertBackward<f32>, SubjectError> {
+        Ok(SharedExpertBackward { dx: self.backward_dx(case)? })
+    }
+}
+
 fn cfg(grid_n: usize, grid_m: u32) -> LaunchConfig {
     // grid_n <= 2^31 / 64: N < 2^31 (plan).
     LaunchConfig { grid_dim: (grid_n as u32, grid_m, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
@@ -375,53 +400,6 @@ impl DeviceSharedExpertCase {
     }
 }
 
-/// RN-even of an f32 to bf16 (NaN stays NaN, overflow to inf), as the
-/// kernels' `bf16_rne`.
-fn round_bf16(x: f32) -> f32 {
-    if x.is_nan() {
-        return f32::NAN;
-    }
-    let b = x.to_bits();
-    f32::from_bits((b.wrapping_add(0x7fff + ((b >> 16) & 1))) & 0xffff_0000)
-}
-
-fn dot(a: impl Iterator<Item = f32>, b: impl Iterator<Item = f32>) -> f32 {
-    a.zip(b).fold(0.0f32, |acc, (x, y)| acc + x * y)
-}
-
-/// TEMPORARY, until `oracles::op::shared_expert` lands: the `serial`
-/// profile written from SPEC section 5 (y and dX), plain f32, no FMA.
-pub fn serial_reference(c: &SharedExpertCase) -> Result<(Vec<f32>, Vec<f32>), String> {
-    c.validate().map_err(|e| e.to_string())?;
-    let (t, h, f) = (c.t, c.h, c.f);
-    let sig = |g: f32| 1.0f32 / (1.0f32 + oracles::expf::exp_f32(-g));
-    let mut y = vec![0.0f32; t * h];
-    let mut dx = vec![0.0f32; t * h];
-    for r in 0..t {
-        let x = c.x_row(r);
-        let dy = c.dy_row(r);
-        let z: Vec<f32> = (0..2 * f).map(|q| dot(x.iter().copied(), c.w1_row(q).iter().copied())).collect();
-        let hid: Vec<f32> = (0..f).map(|j| round_bf16((z[j] * sig(z[j])) * z[f + j])).collect();
-        for i in 0..h {
-            y[r * h + i] = round_bf16(dot(hid.iter().copied(), c.w2_row(i).iter().copied()));
-        }
-        let mut dz = vec![0.0f32; 2 * f];
-        for j in 0..f {
-            let dh = round_bf16(dot(dy.iter().copied(), (0..h).map(|i| c.w2[i * f + j])));
-            let (g, u) = (z[j], z[f + j]);
-            let s = sig(g);
-            let silu = g * s;
-            let dsilu = s * (1.0 + g * (1.0 - s));
-            dz[j] = round_bf16((dh * u) * dsilu);
-            dz[f + j] = round_bf16(dh * silu);
-        }
-        for i in 0..h {
-            dx[r * h + i] = dot(dz.iter().copied(), (0..2 * f).map(|q| c.w1[q * h + i]));
-        }
-    }
-    Ok((y, dx))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,7 +419,16 @@ mod tests {
 
     #[test]
     fn kernel_source_declares_its_profile_and_tiles() {
-        assert_eq!(declared_profile_name(&KernelId::SharedExpert.source()), Some("serial"));
+        let declared = declared_profile_name(&KernelId::SharedExpert.source());
+        assert_eq!(declared, Some(SharedExpertProfile::serial().name.as_str()));
+        // The subject claims exactly the profile its source declares, and
+        // that profile is serial ascending in every dot product.
+        let cuda_profile = SharedExpertProfile::by_name("serial").expect("a shipped profile");
+        use oracles::order::ReductionOrder::Serial;
+        assert_eq!(
+            (cuda_profile.z, cuda_profile.y, cuda_profile.dh, cuda_profile.dx),
+            (Serial, Serial, Serial, Serial)
+        );
         assert_eq!(define("BP_SE_THREADS"), Some(THREADS as u64));
         assert_eq!(define("BP_SE_BM"), Some(TILE_M as u64));
         assert_eq!(define("BP_SE_BN"), Some(TILE_N as u64));
