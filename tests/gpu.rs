@@ -531,25 +531,72 @@ mod se {
         (case(t, h, f, off, gap, class, rng.next()), class)
     }
 
+    /// How often the cases reached what the classes aim at (counted on the
+    /// values, independently of the kernels): products of z that underflow
+    /// (nonzero, below 2^-126: not exact in f32), dh sums exactly halfway
+    /// between two bf16 (the RNE tie rule decides), NaN/inf inputs.
+    #[derive(Debug, Default)]
+    struct Met {
+        underflowing_products: usize,
+        dh_ties: usize,
+        specials: usize,
+    }
+
+    impl Met {
+        fn add(&mut self, c: &SharedExpertCase) {
+            let (h, f) = (c.h, c.f);
+            for t in 0..c.t {
+                let x = c.x_row(t);
+                for r in 0..2 * f {
+                    self.underflowing_products += x
+                        .iter()
+                        .zip(c.w1_row(r))
+                        .filter(|&(a, b)| {
+                            let p = (*a as f64) * (*b as f64);
+                            p != 0.0 && p.abs() < f32::MIN_POSITIVE as f64
+                        })
+                        .count();
+                }
+                let dy = c.dy_row(t);
+                for j in 0..f {
+                    let acc = (0..h).fold(0.0f32, |acc, i| acc + dy[i] * c.w2[i * f + j]);
+                    self.dh_ties += (acc.is_finite() && acc.to_bits() & 0xffff == 0x8000) as usize;
+                }
+            }
+            for v in [&c.x, &c.w1, &c.w2, &c.dy] {
+                self.specials += v.iter().filter(|x| !x.is_finite()).count();
+            }
+        }
+    }
+
     pub fn conformance_on_generated_cases() -> Outcome {
         let n: u64 = knobs::get_or(knobs::GPU_CASES, 300)?;
         let seed: u64 = knobs::get_or(knobs::GPU_SEED, 0x5eed)?;
         let cuda = cuda();
         let mut failures = Vec::new();
         let mut per_class = [0usize; CLASSES.len()];
+        let mut met = Met::default();
         for i in 0..n {
             let (c, class) = generated_case(seed, i);
             per_class[CLASSES.iter().position(|&k| k == class).unwrap_or(0)] += 1;
+            met.add(&c);
             if let Err(e) = conform(&cuda, &c) {
                 failures.push(format!("case {i} ({}x{}x{} {:?} {class:?}): {e}", c.t, c.h, c.f, c.layout));
             }
         }
         let classes: Vec<String> = CLASSES.iter().zip(per_class).map(|(c, n)| format!("{c:?} {n}")).collect();
         println!(
-            "shared_expert conformance: {n} generated cases ({}), {} failures",
+            "shared_expert conformance: {n} generated cases ({}), {} failures; met: {} z products below 2^-126 \
+             (nonzero, inexact in f32), {} exact bf16 ties in dh, {} NaN/inf inputs",
             classes.join(", "),
-            failures.len()
+            failures.len(),
+            met.underflowing_products,
+            met.dh_ties,
+            met.specials
         );
+        if met.underflowing_products == 0 || met.dh_ties == 0 || met.specials == 0 {
+            failures.push(format!("the generated cases missed a value class: {met:?}"));
+        }
         if failures.is_empty() {
             Ok(())
         } else {
