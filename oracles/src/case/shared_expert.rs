@@ -61,8 +61,6 @@ pub enum SharedExpertError {
     Profile(String),
     #[error("imposed decisions: {0}")]
     Decisions(String),
-    #[error("gradient check: {0}")]
-    Gradient(String),
 }
 
 /// True when `x` is exactly a bf16 value: the upper half of its f32 bits.

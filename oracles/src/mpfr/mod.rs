@@ -57,10 +57,12 @@
 //! neither settles is reported as undetermined, never guessed.
 
 pub mod bound;
+pub mod interval;
 pub mod rational;
 pub mod reference;
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 pub use bound::Bound;
 

@@ -80,6 +80,7 @@
 //! (the order of a product or a sum): exactly, every association is the
 //! same number; that is the profile oracle's and conformance's business.
 
+use super::interval::{lower_abs, upper_abs, Iv};
 use super::{with_precision, Exact};
 use crate::case::router::{RouterCase, RouterError};
 use crate::case::seqwise_loss::{EPS, EPS2};
@@ -91,103 +92,12 @@ use rug::Float;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-/// Precision of the finite differences (bits): the enclosures' widths
-/// (2^-512 relative) divided by the step stay some 2^-400 below the values.
-pub const FD_PREC: u32 = 512;
+/// Precision of the finite differences (bits), shared with the other ops'
+/// checks (see [`super::interval`]).
+pub use super::interval::FD_PREC;
+
 /// The step is h = 2^-STEP_LOG2 (see the module docs).
 pub const STEP_LOG2: u32 = 100;
-
-/// A closed interval [lo, hi] of reals at [`FD_PREC`] bits, its ends
-/// rounded outward at every operation, so it holds the exact value of the
-/// expression it was computed from. A NaN end stands for a NaN value.
-#[derive(Clone, Debug)]
-struct Iv {
-    lo: Float,
-    hi: Float,
-}
-
-impl Iv {
-    fn point(x: Float) -> Iv {
-        Iv { lo: x.clone(), hi: x }
-    }
-    fn of(x: f32) -> Iv {
-        Iv::point(Float::with_val(FD_PREC, x))
-    }
-    fn nan() -> Iv {
-        Iv::of(f32::NAN)
-    }
-    fn is_nan(&self) -> bool {
-        self.lo.is_nan() || self.hi.is_nan()
-    }
-    fn add(&self, y: &Iv) -> Iv {
-        Iv {
-            lo: Float::with_val_round(FD_PREC, &self.lo + &y.lo, Round::Down).0,
-            hi: Float::with_val_round(FD_PREC, &self.hi + &y.hi, Round::Up).0,
-        }
-    }
-    fn sub(&self, y: &Iv) -> Iv {
-        Iv {
-            lo: Float::with_val_round(FD_PREC, &self.lo - &y.hi, Round::Down).0,
-            hi: Float::with_val_round(FD_PREC, &self.hi - &y.lo, Round::Up).0,
-        }
-    }
-    fn neg(&self) -> Iv {
-        Iv { lo: Float::with_val(FD_PREC, -&self.hi), hi: Float::with_val(FD_PREC, -&self.lo) }
-    }
-    /// The extremes of `op` over the four pairs of ends (a product or a
-    /// quotient is monotone in each argument where it is defined).
-    fn corners(&self, y: &Iv, op: impl Fn(&Float, &Float, Round) -> Float) -> Iv {
-        let pairs = [(&self.lo, &y.lo), (&self.lo, &y.hi), (&self.hi, &y.lo), (&self.hi, &y.hi)];
-        let lows: Vec<Float> = pairs.iter().map(|(a, b)| op(a, b, Round::Down)).collect();
-        let highs: Vec<Float> = pairs.iter().map(|(a, b)| op(a, b, Round::Up)).collect();
-        if lows.iter().chain(&highs).any(Float::is_nan) {
-            return Iv::nan();
-        }
-        let min = lows.into_iter().reduce(|a, b| if b < a { b } else { a });
-        let max = highs.into_iter().reduce(|a, b| if b > a { b } else { a });
-        match (min, max) {
-            (Some(lo), Some(hi)) => Iv { lo, hi },
-            _ => Iv::nan(),
-        }
-    }
-    fn nonnegative(&self) -> bool {
-        self.lo >= 0
-    }
-    fn mul(&self, y: &Iv) -> Iv {
-        if self.nonnegative() && y.nonnegative() {
-            // Increasing in both: the common case (scores, frequencies), in
-            // two roundings instead of eight.
-            return Iv {
-                lo: Float::with_val_round(FD_PREC, &self.lo * &y.lo, Round::Down).0,
-                hi: Float::with_val_round(FD_PREC, &self.hi * &y.hi, Round::Up).0,
-            };
-        }
-        self.corners(y, |a, b, r| Float::with_val_round(FD_PREC, a * b, r).0)
-    }
-    /// Only by an interval that excludes zero (else NaN: no enclosure).
-    fn div(&self, y: &Iv) -> Iv {
-        let zero = Float::new(FD_PREC);
-        if !(y.lo > zero || y.hi < zero) {
-            return Iv::nan();
-        }
-        if self.nonnegative() && y.lo > zero {
-            // Increasing in the dividend, decreasing in the divisor.
-            return Iv {
-                lo: Float::with_val_round(FD_PREC, &self.lo / &y.hi, Round::Down).0,
-                hi: Float::with_val_round(FD_PREC, &self.hi / &y.lo, Round::Up).0,
-            };
-        }
-        self.corners(y, |a, b, r| Float::with_val_round(FD_PREC, a / b, r).0)
-    }
-    /// exp is increasing; MPFR rounds it in the direction asked, an
-    /// overflow to +inf upward and to the largest finite value downward.
-    fn exp(&self) -> Iv {
-        Iv {
-            lo: Float::with_val_round(FD_PREC, self.lo.exp_ref(), Round::Down).0,
-            hi: Float::with_val_round(FD_PREC, self.hi.exp_ref(), Round::Up).0,
-        }
-    }
-}
 
 /// s = 1 / (1 + e^-x).
 fn sigmoid(x: &Float) -> Iv {
@@ -377,28 +287,6 @@ struct Rows(Vec<Option<Row>>);
 impl Rows {
     fn get(&mut self, case: &RouterCase, t: usize) -> &Row {
         self.0[t].get_or_insert_with(|| Row::of(case, t))
-    }
-}
-
-/// |v| at its smallest over the interval.
-fn lower_abs(v: &Iv) -> Float {
-    let zero = Float::new(FD_PREC);
-    if v.lo > zero {
-        v.lo.clone()
-    } else if v.hi < zero {
-        Float::with_val(FD_PREC, -&v.hi)
-    } else {
-        zero
-    }
-}
-
-/// |v| at its largest over the interval.
-fn upper_abs(v: &Iv) -> Float {
-    let (a, b) = (Float::with_val(FD_PREC, &*v.lo.as_abs()), Float::with_val(FD_PREC, &*v.hi.as_abs()));
-    if a > b {
-        a
-    } else {
-        b
     }
 }
 

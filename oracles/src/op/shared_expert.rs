@@ -2,6 +2,7 @@
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertError, SharedExpertForward};
+use crate::mpfr::shared_expert::{check_gradient, gradient_entries};
 use crate::num::Num;
 use crate::profile::shared_expert::SharedExpertProfile;
 use crate::profile_oracle::shared_expert::{self as oracle, SharedExpertDecisions};
@@ -61,8 +62,10 @@ impl Op for SharedExpert {
         vec![Group { name: "dx", rows: Rows::PerToken { local: true }, cols: case.h, values: Values::Real(&b.dx) }]
     }
 
-    fn check_gradient(case: &SharedExpertCase, _max_entries: usize) -> Result<GradientCheck, SharedExpertError> {
-        case.validate()?;
-        Err(SharedExpertError::Gradient("the finite-difference check of shared_expert is not written yet".into()))
+    /// The derivative of the forward with its bf16 roundings as the
+    /// identity (see [`crate::mpfr::shared_expert`] for what is and is not
+    /// checked).
+    fn check_gradient(case: &SharedExpertCase, max_entries: usize) -> Result<GradientCheck, SharedExpertError> {
+        check_gradient(case, &gradient_entries(case, max_entries)?)
     }
 }

@@ -8,20 +8,24 @@
 use crate::order::ReductionOrder::{self, Serial};
 use serde::{Deserialize, Serialize};
 
+/// What the seed (RL-Kernel's strict providers) calls the `serial` profile:
+/// split-K 1, serial ascending K, mul then add, no workspace (SPEC section 5).
+pub const SEED_SERIAL: &str = "oracle-fp32-serial-v1";
+
 /// The order of every sum `shared_expert` performs. Each is a dot product
 /// whose terms (products, rounded separately) are listed by ascending inner
 /// index and reduced in the named order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedExpertProfile {
     pub name: String,
-    /// z[t][r] = sum over i < H of x[t][i] * w1[r][i] (gate rows r < F, up
+    /// `z[t][r] = sum over i < H of x[t][i] * w1[r][i]` (gate rows r < F, up
     /// rows F..2F alike).
     pub z: ReductionOrder,
-    /// The forward's y[t][i] = sum over j < F of h[t][j] * w2[i][j].
+    /// The forward's `y[t][i] = sum over j < F of h[t][j] * w2[i][j]`.
     pub y: ReductionOrder,
-    /// The backward's dh[t][j] = sum over i < H of dy[t][i] * w2[i][j].
+    /// The backward's `dh[t][j] = sum over i < H of dy[t][i] * w2[i][j]`.
     pub dh: ReductionOrder,
-    /// dX[t][i] = sum over r < 2F of dz[t][r] * w1[r][i]: one sum over both
+    /// `dX[t][i] = sum over r < 2F of dz[t][r] * w1[r][i]`: one sum over both
     /// blocks, the gate block (r < F) first.
     pub dx: ReductionOrder,
 }
@@ -39,7 +43,10 @@ impl SharedExpertProfile {
         vec![Self::serial()]
     }
 
+    /// A shipped profile by its name; the seed's name of `serial`
+    /// ([`SEED_SERIAL`]) is accepted too.
     pub fn by_name(name: &str) -> Option<Self> {
+        let name = if name == SEED_SERIAL { "serial" } else { name };
         Self::all().into_iter().find(|p| p.name == name)
     }
 
@@ -67,6 +74,7 @@ mod tests {
     #[test]
     fn serial_is_found_by_name_and_a_zero_chunk_is_refused() {
         assert_eq!(SharedExpertProfile::by_name("serial"), Some(SharedExpertProfile::serial()));
+        assert_eq!(SharedExpertProfile::by_name(SEED_SERIAL), Some(SharedExpertProfile::serial()));
         assert!(SharedExpertProfile::by_name("nope").is_none());
         assert!(SharedExpertProfile::serial().validate().is_ok());
         let mut p = SharedExpertProfile::serial();
