@@ -12,10 +12,11 @@
 use std::collections::BTreeSet;
 
 /// Every file of `src/model/`, as the compiler sees it.
-const FILES: [(&str, &str); 3] = [
+const FILES: [(&str, &str); 4] = [
     ("mod.rs", include_str!("../src/model/mod.rs")),
     ("seqwise_loss.rs", include_str!("../src/model/seqwise_loss.rs")),
     ("router.rs", include_str!("../src/model/router.rs")),
+    ("shared_expert.rs", include_str!("../src/model/shared_expert.rs")),
 ];
 
 /// The only `oracles` items a model may name (an item's own paths below it,
@@ -36,10 +37,14 @@ const ALLOWED: &[&str] = &[
     "oracles::case::router::RouterBackward",
     "oracles::case::router::RouterError",
     "oracles::case::router::FusedLoss",
+    "oracles::case::shared_expert::SharedExpertCase",
+    "oracles::case::shared_expert::SharedExpertForward",
+    "oracles::case::shared_expert::SharedExpertBackward",
     // The profiles, as data.
     "oracles::profile::seqwise_loss::SeqwiseProfile",
     "oracles::profile::seqwise_loss::GPU_LANES",
     "oracles::profile::router::RouterProfile",
+    "oracles::profile::shared_expert::SharedExpertProfile",
     // A reduction order only as data to pattern-match: `reduce` is banned below.
     "oracles::order::ReductionOrder",
     // The one shared leaf: the correctly rounded exp, verified on its own
@@ -71,6 +76,14 @@ const FORBIDDEN_WORDS: &[&str] = &[
     "cmp_num",
     "Bounded",
     "Exact",
+    // The oracles' bf16 rounding and its decisions (a model rounds on its
+    // own, from the bits; `oracles::bf16::*` paths are off the allow-list).
+    "round_bf16",
+    "round_f32",
+    "round_f64",
+    "same_rounding",
+    "Bf16Decision",
+    "Rounding",
 ];
 
 /// Text no model may contain: the case's logical values (a model reads the
@@ -248,6 +261,7 @@ fn models_name_only_allowed_oracle_items() {
     for must in [
         "oracles::case::seqwise_loss::SeqwiseCase",
         "oracles::case::router::RouterCase",
+        "oracles::case::shared_expert::SharedExpertCase",
         "oracles::order::ReductionOrder",
         "oracles::expf::exp_f32",
     ] {
@@ -290,6 +304,10 @@ fn the_check_catches_what_it_must() {
     assert!(caught("use crate::subject::planted::KernelModel;"));
     assert!(caught("let r = case.row(t);"));
     assert!(caught("let x = case.scores[i];"));
+    assert!(caught("use oracles::bf16::round_f32;"));
+    assert!(caught("let h = oracles::bf16::round_f32(x);"));
+    assert!(caught("use oracles::bf16 as b;"));
+    assert!(caught("let v = x.round_bf16();"));
     // What a model may do.
     assert!(!caught("use oracles::{order::ReductionOrder, expf::exp_f32};\nlet y = oracles::expf::exp_f32(x);"));
     assert!(!caught("use oracles::case::seqwise_loss::{\n    ClampTie, Objective as Obj, EPS,\n};"));

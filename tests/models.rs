@@ -577,3 +577,76 @@ fn the_correct_router_model_is_stable_on_the_bug_cases() {
         assert_eq!(router_backward_diff(&serial().backward(&case).unwrap(), &again), None);
     }
 }
+
+// ---------------------------------------------------------- shared_expert
+
+mod shared_expert {
+    use super::first_difference;
+    use bitparity::gen::shared_expert::generate;
+    use bitparity::gen::GenConfig;
+    use bitparity::model::{ModelError, SharedExpertModel};
+    use bitparity::planted::SharedExpertBug;
+    use oracles::case::shared_expert::SharedExpertCase;
+    use oracles::op::shared_expert::SharedExpert;
+    use oracles::order::ReductionOrder;
+    use oracles::profile::shared_expert::SharedExpertProfile;
+    use proptest::test_runner::{RngAlgorithm, TestRng};
+
+    /// Where a model and the profile oracle differ on a case (y, then dX).
+    fn diff(model: &SharedExpertModel, case: &SharedExpertCase) -> Option<String> {
+        let p = &model.profile;
+        let (f, b) = (model.forward(case).unwrap(), model.backward(case).unwrap());
+        let ef = oracles::op::forward::<SharedExpert>(case, p).unwrap();
+        let eb = oracles::op::backward::<SharedExpert>(case, p).unwrap();
+        if let Some((i, x, y)) = first_difference(&f.y, &ef.y) {
+            return Some(format!("y[{i}] {x:e} vs {y:e}"));
+        }
+        first_difference(&b.dx, &eb.dx).map(|(i, x, y)| format!("dx[{i}] {x:e} vs {y:e}"))
+    }
+
+    fn cases(n: usize) -> Vec<SharedExpertCase> {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        (0..n).map(|_| generate(&mut rng, &GenConfig::default())).collect()
+    }
+
+    #[test]
+    fn model_matches_the_oracle_bitwise() {
+        let model = SharedExpertModel::new(SharedExpertProfile::serial());
+        for (i, c) in cases(2000).iter().enumerate() {
+            if let Some(d) = diff(&model, c) {
+                panic!("case {i} (T={} H={} F={}): {d}\n{}", c.t, c.h, c.f, serde_json::to_string(c).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn every_bug_differs_from_the_oracle() {
+        let cases = cases(2000);
+        for bug in SharedExpertBug::ALL {
+            let model = SharedExpertModel::planted(bug);
+            match cases.iter().enumerate().find_map(|(i, c)| diff(&model, c).map(|d| (i, d))) {
+                Some((i, d)) => println!("{:<18} case {i:>4}: {d}", bug.name()),
+                None => panic!("{} agrees with the oracle on 2000 generated cases", bug.name()),
+            }
+        }
+    }
+
+    #[test]
+    fn model_refuses_other_orders_and_invalid_cases() {
+        let case = cases(1).remove(0);
+        let mut p = SharedExpertProfile::serial();
+        p.dx = ReductionOrder::chunked(4, ReductionOrder::Serial, ReductionOrder::Serial);
+        match SharedExpertModel::new(p).backward(&case) {
+            Err(ModelError::Unsupported(m)) => assert!(m.contains("dX") && m.contains("Chunked"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let mut p = SharedExpertProfile::serial();
+        p.z = ReductionOrder::chunked(0, ReductionOrder::Serial, ReductionOrder::Serial);
+        assert!(matches!(SharedExpertModel::new(p).forward(&case), Err(ModelError::Invalid(_))));
+        let mut bad = case.clone();
+        bad.x[0] = 1.0 + f32::EPSILON;
+        let m = SharedExpertModel::new(SharedExpertProfile::serial());
+        assert!(matches!(m.forward(&bad), Err(ModelError::Invalid(_))));
+        assert!(matches!(m.backward(&bad), Err(ModelError::Invalid(_))));
+    }
+}

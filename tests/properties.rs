@@ -13,6 +13,7 @@ use bitparity::shrink::CaseStrategy;
 use bitparity::subject::SubjectKind;
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
+use oracles::op::shared_expert::SharedExpert;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 fn cases(default: u32, divisor: u32) -> u32 {
@@ -98,3 +99,4 @@ macro_rules! suites {
 
 suites!(seqwise_loss, SeqwiseLoss);
 suites!(router, Router);
+suites!(shared_expert, SharedExpert);

@@ -58,3 +58,13 @@ fn router_planted_bugs_are_caught_and_shrunk() {
 fn router_correct_models_are_not_flagged() {
     correct_models_are_not_flagged::<oracles::op::router::Router>();
 }
+
+#[test]
+fn shared_expert_planted_bugs_are_caught_and_shrunk() {
+    every_planted_bug_is_caught::<oracles::op::shared_expert::SharedExpert>();
+}
+
+#[test]
+fn shared_expert_correct_models_are_not_flagged() {
+    correct_models_are_not_flagged::<oracles::op::shared_expert::SharedExpert>();
+}

@@ -604,10 +604,16 @@ fn non_finite_inputs_have_no_derivative_and_are_counted() {
     c.w2[0] = f32::INFINITY;
     let r = SharedExpert::check_gradient(&c, 100).unwrap();
     assert_eq!((r.checked, r.nonfinite), (0, 6));
-    // Entries are spread and bounded; out-of-range ones are ignored.
+    // Entries are spread and bounded, gathered on a few tokens (each costs
+    // its own exact backward); out-of-range ones are ignored.
     let c = varied(4);
     let e = gradient_entries(&c, 10).unwrap();
     assert_eq!((e.len(), e[0], e[9]), (10, (0, 0), (c.t - 1, c.h - 1)));
+    let mut tokens: Vec<usize> = e.iter().map(|p| p.0).collect();
+    tokens.dedup();
+    assert_eq!(tokens, vec![0, 2, 4, 7]);
+    assert_eq!(gradient_entries(&c, 1000).unwrap().len(), c.t * c.h);
+    assert!(gradient_entries(&c, 0).unwrap().is_empty());
     let r = check_gradient(&c, &[(c.t, 0), (0, c.h)]).unwrap();
     assert_eq!(r.checked + r.nonfinite, 0);
 }

@@ -5,6 +5,7 @@
 pub mod common;
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 use crate::knobs;
 use proptest::prelude::Rng;

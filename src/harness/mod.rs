@@ -18,6 +18,7 @@
 pub mod registry;
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 pub use registry::{op_by_name, ops, DynOp};
 
@@ -255,5 +256,10 @@ mod tests {
     #[test]
     fn router_fuzz_bytes() {
         fuzz_bytes_contract::<Router>();
+    }
+
+    #[test]
+    fn shared_expert_fuzz_bytes() {
+        fuzz_bytes_contract::<oracles::op::shared_expert::SharedExpert>();
     }
 }

@@ -12,6 +12,7 @@ use crate::selftest::{self, BugReport};
 use crate::subject::{Skip, SubjectRef};
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
+use oracles::op::shared_expert::SharedExpert;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -166,10 +167,11 @@ impl<O: Harness> DynOp for Registered<O> {
 
 static SEQWISE_LOSS: Registered<SeqwiseLoss> = Registered::new();
 static ROUTER: Registered<Router> = Registered::new();
+static SHARED_EXPERT: Registered<SharedExpert> = Registered::new();
 
 /// Every op, one line each.
-pub fn ops() -> [&'static dyn DynOp; 2] {
-    [&SEQWISE_LOSS, &ROUTER]
+pub fn ops() -> [&'static dyn DynOp; 3] {
+    [&SEQWISE_LOSS, &ROUTER, &SHARED_EXPERT]
 }
 
 /// The op named `name`.

@@ -25,9 +25,11 @@
 
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 pub use router::RouterModel;
 pub use seqwise_loss::SeqwiseModel;
+pub use shared_expert::SharedExpertModel;
 
 use oracles::order::ReductionOrder;
 use thiserror::Error;

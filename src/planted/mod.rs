@@ -6,6 +6,8 @@
 
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 pub use router::RouterBug;
 pub use seqwise_loss::SeqwiseBug;
+pub use shared_expert::SharedExpertBug;

@@ -55,6 +55,12 @@
 //! and an exact f32 midpoint, which one exact rational evaluation
 //! ([`rational`], run by [`reference`] at [`MAX_PREC`]) settles. What
 //! neither settles is reported as undetermined, never guessed.
+//!
+//! An output the op itself rounds to bf16 (`shared_expert`'s y) is held
+//! already rounded ([`Num::round_bf16`]): exactly (bound 0) once the exact
+//! value's bound lies inside one bf16 rounding interval, and until then as
+//! one candidate with a bound reaching the other, so that Ziv's loop goes on
+//! exactly as long as the bf16 rounding is open.
 
 pub mod bound;
 pub mod interval;

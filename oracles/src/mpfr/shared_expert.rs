@@ -203,10 +203,17 @@ fn step_exponent(case: &SharedExpertCase, k: usize) -> u32 {
 
 /// Checks the analytic gradient against central finite differences of F at
 /// the entries (t, k) of `entries` (those outside T x H are ignored). See
-/// the module docs for the function, the step and the criterion.
+/// the module docs for the function, the step and the criterion. The
+/// analytic gradient is computed only for the tokens the entries name, each
+/// on its own (row t of the backward depends on token t alone).
 pub fn check_gradient(case: &SharedExpertCase, entries: &[(usize, usize)]) -> Result<GradientCheck, SharedExpertError> {
-    let analytic = analytic_gradient(case)?;
-    check_gradient_against(case, entries, &analytic)
+    case.validate()?;
+    let mut out = GradientCheck::default();
+    for (t, cols) in by_token(case, entries) {
+        let analytic = analytic_gradient(&case.rows(t..t + 1))?;
+        check_token(case, t, &cols, &analytic, &mut out);
+    }
+    Ok(out)
 }
 
 /// The criterion applied to a claimed gradient `analytic` (T x H values,
@@ -225,19 +232,37 @@ pub fn check_gradient_against(
         return Err(SharedExpertError::Length { name: "analytic gradient", expected: t_n * h_n, got });
     }
     let mut out = GradientCheck::default();
-    let weights_finite = case.w1.iter().chain(&case.w2).all(|v| v.is_finite());
-    let mut rows: Vec<Option<RowParts>> = (0..t_n).map(|_| None).collect();
-    for &(t, k) in entries.iter().filter(|&&(t, k)| t < t_n && k < h_n) {
-        let a = &analytic[t * h_n + k];
-        let row_finite = case.x_row(t).iter().chain(case.dy_row(t)).all(|v| v.is_finite());
-        if !weights_finite || !row_finite || !a.v.is_finite() || !a.err.is_finite() {
+    for (t, cols) in by_token(case, entries) {
+        check_token(case, t, &cols, &analytic[t * h_n..(t + 1) * h_n], &mut out);
+    }
+    Ok(out)
+}
+
+/// The entries inside T x H, grouped by token (ascending), each token's
+/// columns in the order given.
+fn by_token(case: &SharedExpertCase, entries: &[(usize, usize)]) -> std::collections::BTreeMap<usize, Vec<usize>> {
+    let mut m: std::collections::BTreeMap<usize, Vec<usize>> = std::collections::BTreeMap::new();
+    for &(t, k) in entries.iter().filter(|&&(t, k)| t < case.t && k < case.h) {
+        m.entry(t).or_default().push(k);
+    }
+    m
+}
+
+/// The criterion at the columns `cols` of token t, given that token's
+/// claimed gradient `analytic` (H values).
+fn check_token(case: &SharedExpertCase, t: usize, cols: &[usize], analytic: &[Exact], out: &mut GradientCheck) {
+    let finite = case.w1.iter().chain(&case.w2).chain(case.x_row(t)).chain(case.dy_row(t)).all(|v| v.is_finite());
+    let mut parts: Option<RowParts> = None;
+    for &k in cols {
+        let a = &analytic[k];
+        if !finite || !a.v.is_finite() || !a.err.is_finite() {
             out.nonfinite += 1;
             continue;
         }
         let e = step_exponent(case, k);
         let h = Float::with_val(FD_PREC, 1) >> (STEP_LOG2 + e);
         let half = Float::with_val(FD_PREC, &h >> 1u32);
-        let parts = rows[t].get_or_insert_with(|| RowParts::of(case, t));
+        let parts = parts.get_or_insert_with(|| RowParts::of(case, t));
         let f: Vec<Iv> = [h.clone(), Float::with_val(FD_PREC, -&h), half.clone(), Float::with_val(FD_PREC, -&half)]
             .iter()
             .map(|delta| parts.objective(case, k, delta))
@@ -266,24 +291,31 @@ pub fn check_gradient_against(
         }
         out.checked += 1;
     }
-    Ok(out)
 }
 
+/// Tokens the gradient check visits on a case with more entries than asked
+/// for: each costs its own exact backward and its z at [`FD_PREC`] bits
+/// (2F H operations each), so the entries gather on a few tokens.
+pub const GRADIENT_TOKENS: usize = 4;
+
 /// Entries for the gradient check: every (t, k) of a case with at most
-/// `max` of them; else `max` spread evenly over the T x H matrix in
-/// row-major order, the first and the last included.
+/// `max` of them; else at most `max` entries on up to [`GRADIENT_TOKENS`]
+/// tokens spread over the case (the first and the last included), each
+/// token's columns spread over H (the first and the last included).
 pub fn gradient_entries(case: &SharedExpertCase, max: usize) -> Result<Vec<(usize, usize)>, SharedExpertError> {
     case.validate()?;
     let (t_n, h_n) = (case.t, case.h);
-    let all = t_n * h_n;
-    let flat: Vec<usize> = if all <= max {
-        (0..all).collect()
-    } else if max <= 1 {
-        (0..max).collect()
-    } else {
-        let mut v: Vec<usize> = (0..max).map(|i| i * (all - 1) / (max - 1)).collect();
-        v.dedup();
-        v
-    };
-    Ok(flat.into_iter().map(|i| (i / h_n, i % h_n)).collect())
+    if t_n * h_n <= max {
+        return Ok((0..t_n * h_n).map(|i| (i / h_n, i % h_n)).collect());
+    }
+    let spread = |i: usize, n: usize, len: usize| if n <= 1 { 0 } else { i * (len - 1) / (n - 1) };
+    let n_rows = t_n.min(GRADIENT_TOKENS).min(max);
+    let mut out = Vec::with_capacity(max);
+    for r in 0..n_rows {
+        let t = spread(r, n_rows, t_n);
+        // max split as evenly as the tokens allow, at most H per token.
+        let per = (max / n_rows + usize::from(r < max % n_rows)).min(h_n);
+        out.extend((0..per).map(|j| (t, spread(j, per, h_n))));
+    }
+    Ok(out)
 }

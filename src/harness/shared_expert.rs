@@ -1,0 +1,171 @@
+//! `shared_expert`'s testing half: its generator, shrinking, transforms,
+//! subjects and planted bugs, plugged into the generic layer.
+
+use super::{hex_list, Harness, Metamorphic, Planted, Transform, SHOWN_ROWS};
+use crate::gen::shared_expert as gen;
+use crate::gen::GenConfig;
+use crate::model::SharedExpertModel;
+use crate::planted::SharedExpertBug;
+use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef};
+use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
+use oracles::op::shared_expert::SharedExpert;
+use oracles::profile::shared_expert::SharedExpertProfile;
+use proptest::test_runner::TestRng;
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::sync::Arc;
+
+impl Harness for SharedExpert {
+    type Class = gen::Class;
+    const FUZZ_PREFIX: &'static str = "se";
+
+    fn classes() -> &'static [gen::Class] {
+        &gen::Class::ALL
+    }
+    fn generate(rng: &mut TestRng, cfg: &GenConfig) -> SharedExpertCase {
+        gen::generate(rng, cfg)
+    }
+    fn classify(case: &SharedExpertCase) -> BTreeSet<gen::Class> {
+        gen::classify(case)
+    }
+    /// T x H x F: the work of a case (every dot product's length times
+    /// their number), what the MPFR oracle's cost grows with.
+    fn size(case: &SharedExpertCase) -> usize {
+        case.t.saturating_mul(case.h).saturating_mul(case.f)
+    }
+    fn shrink_candidates(case: &SharedExpertCase) -> Vec<SharedExpertCase> {
+        gen::shrink_candidates(case)
+    }
+    fn invalid_variants(case: &SharedExpertCase) -> Vec<(&'static str, SharedExpertCase)> {
+        gen::invalid_variants(case)
+    }
+
+    /// SPEC section 5 has no padding mask: every token is computed, and
+    /// there is nothing to append or poison.
+    fn applies(kind: Metamorphic) -> Result<(), String> {
+        match kind {
+            Metamorphic::Padding => {
+                Err("shared_expert has no padding mask (SPEC section 5): every token is computed".into())
+            }
+            Metamorphic::OffsetStride | Metamorphic::BatchInvariance => Ok(()),
+        }
+    }
+
+    fn transforms(kind: Metamorphic, case: &SharedExpertCase) -> Vec<Transform<SharedExpertCase>> {
+        match kind {
+            Metamorphic::Padding => Vec::new(),
+            Metamorphic::OffsetStride => {
+                let mut c = case.clone();
+                c.layout = case.layout.relaid(case.t, case.h);
+                vec![Transform {
+                    what: "relaid out".into(),
+                    case: c,
+                    rows: (0..case.t).map(Some).collect(),
+                    same_global: true,
+                    unmapped_zero: false,
+                    local_only: false,
+                }]
+            }
+            Metamorphic::BatchInvariance => {
+                // Sub-batches (SPEC section 5: fwd(x)[t] == fwd(x[t..t+1])):
+                // each half, the first and the last token alone, and a
+                // middle token alone. Each sub-batch is dense.
+                let t = case.t;
+                if t < 2 {
+                    return Vec::new();
+                }
+                let mut windows = vec![(0, t / 2), (t / 2, t), (0, 1), (t - 1, t), (t / 2, t / 2 + 1)];
+                windows.sort_unstable();
+                windows.dedup();
+                windows
+                    .into_iter()
+                    .filter(|&(a, b)| b - a < t)
+                    .map(|(a, b)| Transform {
+                        what: format!("tokens {a}..{b} alone"),
+                        case: case.rows(a..b),
+                        rows: (a..b).map(Some).collect(),
+                        same_global: false,
+                        unmapped_zero: false,
+                        local_only: true,
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn describe(case: &SharedExpertCase) -> String {
+        describe(case)
+    }
+
+    fn model(profile: &SharedExpertProfile) -> SubjectRef<Self> {
+        Arc::new(SharedExpertModel::new(profile.clone()))
+    }
+
+    fn device() -> Result<SubjectRef<Self>, String> {
+        Err("no CUDA kernel for shared_expert yet".into())
+    }
+
+    fn planted() -> Vec<Planted<Self>> {
+        SharedExpertBug::ALL
+            .into_iter()
+            .map(|b| Planted {
+                name: b.name(),
+                description: b.describe(),
+                subject: Arc::new(SharedExpertModel::planted(b)),
+            })
+            .collect()
+    }
+}
+
+impl Subject<SharedExpert> for SharedExpertModel {
+    fn name(&self) -> String {
+        match self.bug {
+            None => format!("model:{}", self.profile.name),
+            Some(b) => format!("bug:{}", b.name()),
+        }
+    }
+    fn profile(&self) -> Option<SharedExpertProfile> {
+        Some(self.profile.clone())
+    }
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Model
+    }
+    fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
+        SharedExpertModel::forward(self, case).map_err(model_error)
+    }
+    fn backward(&self, case: &SharedExpertCase) -> Result<SharedExpertBackward<f32>, SubjectError> {
+        SharedExpertModel::backward(self, case).map_err(model_error)
+    }
+}
+
+/// The case compactly: shape and layout, the weights, then each token's x
+/// and dy, as exact hex floats.
+pub fn describe(case: &SharedExpertCase) -> String {
+    let mut out = String::new();
+    let (h, f) = (case.h, case.f);
+    let _ = writeln!(
+        out,
+        "T={} H={} F={}, offset {}, row stride {}",
+        case.t, h, f, case.layout.offset, case.layout.row_stride
+    );
+    for r in 0..(2 * f).min(SHOWN_ROWS) {
+        let what = if r < f { format!("gate {r}") } else { format!("up {}", r - f) };
+        let _ = writeln!(out, "w1 row {r} ({what}): {}", hex_list(&case.w1[r * h..(r + 1) * h]));
+    }
+    if 2 * f > SHOWN_ROWS {
+        let _ = writeln!(out, "... {} more w1 rows", 2 * f - SHOWN_ROWS);
+    }
+    for i in 0..h.min(SHOWN_ROWS) {
+        let _ = writeln!(out, "w2 row {i}: {}", hex_list(&case.w2[i * f..(i + 1) * f]));
+    }
+    if h > SHOWN_ROWS {
+        let _ = writeln!(out, "... {} more w2 rows", h - SHOWN_ROWS);
+    }
+    for t in 0..case.t.min(SHOWN_ROWS) {
+        let _ = writeln!(out, "token {t}: x {} dy {}", hex_list(case.x_row(t)), hex_list(case.dy_row(t)));
+    }
+    if case.t > SHOWN_ROWS {
+        let _ = writeln!(out, "... {} more tokens (the corpus entry holds them all)", case.t - SHOWN_ROWS);
+    }
+    out
+}
