@@ -22,6 +22,7 @@ use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS};
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
+use oracles::op::shared_expert::SharedExpert;
 
 type Outcome = Result<(), String>;
 
@@ -261,6 +262,10 @@ fn router_invalid(cuda: &SubjectRef<Router>) -> Outcome {
     }
 }
 
+fn se_invalid(_: &SubjectRef<SharedExpert>) -> Outcome {
+    se::invalid_cases_are_refused()
+}
+
 /// Whether a property says anything about an op's outputs at all.
 trait AppliesToOp {
     fn applies_to_op(p: Property) -> bool;
@@ -270,6 +275,8 @@ impl<O: Harness> AppliesToOp for O {
     fn applies_to_op(p: Property) -> bool {
         match p {
             Property::BatchInvariance => O::applies(bitparity::harness::Metamorphic::BatchInvariance).is_ok(),
+            // shared_expert has no padding input: n/a, not a test.
+            Property::Padding => O::applies(bitparity::harness::Metamorphic::Padding).is_ok(),
             _ => true,
         }
     }
@@ -278,10 +285,10 @@ impl<O: Harness> AppliesToOp for O {
 // ---------------------------------------------------------------------------
 // shared_expert (SPEC section 5): the CUDA subject's kernels, profile
 // `serial`, against the profile oracle, bitwise; batch invariance,
-// determinism and offset/stride invariance on the kernels themselves. Its
-// own cases and loops until the op's generator and harness
-// (src/harness/shared_expert.rs) land; then the generic suite above takes
-// this op too, and these stay as the hand-built edge cases.
+// determinism and offset/stride invariance on the kernels themselves. The
+// generic suite (`suite::<SharedExpert>`) runs the harness's generated cases
+// and these edge cases; the tests below add value classes at wider shapes
+// (with counts of what they reached) and the reference shapes.
 
 mod se {
     use super::Outcome;
@@ -494,23 +501,6 @@ mod se {
         s.dy[20] = f32::INFINITY;
         out.push(("single inf/NaN".into(), s));
         out
-    }
-
-    pub fn conformance_on_edge_shapes() -> Outcome {
-        let cuda = cuda();
-        let mut failures = Vec::new();
-        let cases = edge_cases();
-        for (name, c) in &cases {
-            if let Err(e) = conform(&cuda, c) {
-                failures.push(format!("{name}: {e}"));
-            }
-        }
-        println!("shared_expert conformance: {} edge cases, {} failures", cases.len(), failures.len());
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(failures.join("\n"))
-        }
     }
 
     /// A drawn shape: small and odd sizes, sizes around the tiles (16, 64,
@@ -735,12 +725,11 @@ fn main() {
     }
     let mut tests = suite::<SeqwiseLoss>(seqwise_edges, seqwise_invalid);
     tests.extend(suite::<Router>(router_edges, router_invalid));
+    tests.extend(suite::<SharedExpert>(se::edge_cases, se_invalid));
     for (name, run) in [
-        ("shared_expert_conformance_on_edge_shapes", se::conformance_on_edge_shapes as fn() -> Outcome),
-        ("shared_expert_conformance_on_generated_cases", se::conformance_on_generated_cases),
-        ("shared_expert_batch_invariance", se::batch_invariance),
-        ("shared_expert_determinism_and_offset_stride", se::determinism_and_layout),
-        ("shared_expert_invalid_cases_are_refused", se::invalid_cases_are_refused),
+        ("shared_expert_conformance_on_value_classes", se::conformance_on_generated_cases as fn() -> Outcome),
+        ("shared_expert_batch_invariance_at_reference_shapes", se::batch_invariance),
+        ("shared_expert_determinism_and_offset_stride_at_reference_shapes", se::determinism_and_layout),
     ] {
         tests.push(Test { name: name.into(), device: se::device, run: Box::new(run) });
     }
