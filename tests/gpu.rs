@@ -22,6 +22,7 @@ use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS};
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
+use oracles::op::shared_expert::SharedExpert;
 
 type Outcome = Result<(), String>;
 
@@ -265,6 +266,10 @@ fn router_invalid(cuda: &SubjectRef<Router>) -> Outcome {
     }
 }
 
+fn se_invalid(_: &SubjectRef<SharedExpert>) -> Outcome {
+    se::invalid_cases_are_refused()
+}
+
 /// Whether a property says anything about an op's outputs at all.
 trait AppliesToOp {
     fn applies_to_op(p: Property) -> bool;
@@ -274,7 +279,435 @@ impl<O: Harness> AppliesToOp for O {
     fn applies_to_op(p: Property) -> bool {
         match p {
             Property::BatchInvariance => O::applies(bitparity::harness::Metamorphic::BatchInvariance).is_ok(),
+            // shared_expert has no padding input: n/a, not a test.
+            Property::Padding => O::applies(bitparity::harness::Metamorphic::Padding).is_ok(),
             _ => true,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// shared_expert (SPEC section 5): the CUDA subject's kernels, profile
+// `serial`, against the profile oracle, bitwise; batch invariance,
+// determinism and offset/stride invariance on the kernels themselves. The
+// generic suite (`suite::<SharedExpert>`) runs the harness's generated cases
+// and these edge cases; the tests below add value classes at wider shapes
+// (with counts of what they reached) and the reference shapes.
+
+mod se {
+    use super::Outcome;
+    use bitparity::knobs;
+    use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert};
+    use bitparity::subject::{Subject, SubjectError};
+    use oracles::case::shared_expert::SharedExpertCase;
+    use oracles::case::Layout;
+    use oracles::op::{self, shared_expert::SharedExpert};
+    use oracles::profile::shared_expert::SharedExpertProfile;
+
+    pub fn device() -> Result<(), String> {
+        probe().map(|_| ())
+    }
+
+    fn cuda() -> CudaSharedExpert {
+        probe().expect("checked before running")
+    }
+
+    /// SplitMix64: the cases' values, reproducible from a seed.
+    pub struct Rng(u64);
+
+    impl Rng {
+        pub fn new(seed: u64) -> Self {
+            Rng(seed)
+        }
+        pub fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        pub fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        /// Uniform in [-1, 1).
+        pub fn unit(&mut self) -> f32 {
+            (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        }
+    }
+
+    /// x as a bf16 (its upper half: truncation, which is enough to draw
+    /// values).
+    fn bf16(x: f32) -> f32 {
+        f32::from_bits(x.to_bits() & 0xffff_0000)
+    }
+
+    /// The value classes of SPEC section 7 that matter here.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Class {
+        /// Signed values of a trained model's scale.
+        Plain,
+        /// Small integers: short sums, so bf16 roundings hit exact ties.
+        Ties,
+        /// Tiny activations and weights: subnormal and underflowing
+        /// products (a bf16 x bf16 product below 2^-126 is not exact).
+        Tiny,
+        /// Plain, with NaN, +-inf, +-0 and subnormals sprinkled anywhere.
+        Specials,
+        /// Large activations: saturated sigmoid (g of +-hundreds), h and y
+        /// overflowing to inf.
+        Huge,
+    }
+
+    pub const CLASSES: [Class; 5] = [Class::Plain, Class::Ties, Class::Tiny, Class::Specials, Class::Huge];
+
+    fn value(rng: &mut Rng, class: Class, scale: f32) -> f32 {
+        let v = match class {
+            Class::Plain => rng.unit() * scale,
+            Class::Ties => (rng.below(9) as f32 - 4.0) * if rng.below(4) == 0 { 0.5 } else { 1.0 },
+            Class::Tiny => {
+                let e = -(60 + rng.below(20) as i32);
+                let tiny = rng.unit() * 2f32.powi(e);
+                if rng.below(3) == 0 {
+                    rng.unit() * scale
+                } else {
+                    tiny
+                }
+            }
+            Class::Specials => match rng.below(64) {
+                0 => f32::NAN,
+                1 => f32::INFINITY,
+                2 => f32::NEG_INFINITY,
+                3 => 0.0,
+                4 => -0.0,
+                5 => f32::from_bits(0x0001_0000 * (1 + rng.below(127) as u32)),
+                _ => rng.unit() * scale,
+            },
+            Class::Huge => rng.unit() * scale * 2f32.powi(rng.below(100) as i32),
+        };
+        bf16(v)
+    }
+
+    /// A case of shape t x h x f, layout (offset, stride - h), values of
+    /// `class`.
+    pub fn case(t: usize, h: usize, f: usize, offset: usize, gap: usize, class: Class, seed: u64) -> SharedExpertCase {
+        let mut rng = Rng::new(seed);
+        let ws = 2.0 / (h as f32).sqrt();
+        let w2s = 2.0 / (f as f32).sqrt();
+        let mut fill = |n: usize, scale: f32| (0..n).map(|_| value(&mut rng, class, scale)).collect::<Vec<f32>>();
+        let x = fill(t * h, 2.0);
+        let w1 = fill(2 * f * h, ws);
+        let w2 = fill(h * f, w2s);
+        let dy = fill(t * h, 1.0);
+        SharedExpertCase { t, h, f, layout: Layout { offset, row_stride: h + gap }, x, w1, w2, dy }
+    }
+
+    /// Bitwise equality, any NaN matching any NaN; the first differences.
+    fn diff(what: &str, got: &[f32], want: &[f32], h: usize) -> Option<String> {
+        if got.len() != want.len() {
+            return Some(format!("{what}: {} values, expected {}", got.len(), want.len()));
+        }
+        let bad: Vec<usize> = (0..got.len())
+            .filter(|&i| !(got[i].to_bits() == want[i].to_bits() || (got[i].is_nan() && want[i].is_nan())))
+            .collect();
+        if bad.is_empty() {
+            return None;
+        }
+        let first: Vec<String> = bad
+            .iter()
+            .take(4)
+            .map(|&i| {
+                format!(
+                    "[{}, {}] {:e} ({:#010x}) != {:e} ({:#010x})",
+                    i / h,
+                    i % h,
+                    got[i],
+                    got[i].to_bits(),
+                    want[i],
+                    want[i].to_bits()
+                )
+            })
+            .collect();
+        Some(format!("{what}: {} of {} differ: {}", bad.len(), got.len(), first.join("; ")))
+    }
+
+    /// The profile oracle of the kernels' profile: y and dX.
+    fn reference(c: &SharedExpertCase) -> Result<(Vec<f32>, Vec<f32>), String> {
+        let p = SharedExpertProfile::serial();
+        let y = op::forward::<SharedExpert>(c, &p).map_err(|e| e.to_string())?.y;
+        let dx = op::backward::<SharedExpert>(c, &p).map_err(|e| e.to_string())?.dx;
+        Ok((y, dx))
+    }
+
+    /// The kernels' y and dX (through the subject) against the profile
+    /// oracle's of the profile the subject claims.
+    fn conform(cuda: &CudaSharedExpert, c: &SharedExpertCase) -> Result<(), String> {
+        if cuda.profile() != Some(SharedExpertProfile::serial()) {
+            return Err("the cuda subject does not claim the serial profile".into());
+        }
+        let (y_want, dx_want) = reference(c)?;
+        let y = cuda.forward(c).map_err(|e| format!("forward: {e}"))?.y;
+        let dx = cuda.backward(c).map_err(|e| format!("backward: {e}"))?.dx;
+        let mut bad = Vec::new();
+        bad.extend(diff("y", &y, &y_want, c.h));
+        bad.extend(diff("dX", &dx, &dx_want, c.h));
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(bad.join("\n  "))
+        }
+    }
+
+    pub fn edge_cases() -> Vec<(String, SharedExpertCase)> {
+        let mut out = Vec::new();
+        let shapes: &[(usize, usize, usize, usize, usize)] = &[
+            (1, 1, 1, 0, 0),
+            (1, 2, 1, 3, 1),
+            (2, 3, 2, 1, 0),
+            (3, 17, 5, 2, 3),
+            (1, 4096, 2048, 0, 0),
+            (3, 4096, 2048, 3, 5),
+            (2, 7168, 2048, 1, 0),
+            (129, 129, 65, 3, 5),
+            (130, 257, 129, 2, 1),
+            (128, 128, 64, 0, 0),
+            (127, 16, 63, 1, 7),
+            (5, 1000, 999, 3, 2),
+            (257, 33, 17, 0, 4),
+        ];
+        for (i, &(t, h, f, off, gap)) in shapes.iter().enumerate() {
+            for (k, class) in CLASSES.into_iter().enumerate() {
+                if h * f > 1 << 20 && k > 1 && class != Class::Specials {
+                    continue; // the reference shapes: plain, ties and specials
+                }
+                let c = case(t, h, f, off, gap, class, (i * 16 + k) as u64);
+                out.push((format!("{t}x{h}x{f} offset {off} stride +{gap} {class:?}"), c));
+            }
+        }
+        // Exact zeros of both signs: -0.0 sums must stay -0.0 (no padding
+        // term is ever added to an accumulator).
+        let mut z = case(3, 5, 4, 0, 0, Class::Plain, 99);
+        for v in z.x.iter_mut() {
+            *v = -0.0;
+        }
+        out.push(("x all -0.0".into(), z.clone()));
+        for v in z.w1.iter_mut().step_by(2) {
+            *v = -0.0;
+        }
+        for v in z.dy.iter_mut() {
+            *v = -0.0;
+        }
+        out.push(("x, dy all -0.0, w1 half -0.0".into(), z));
+        // g = -inf, +inf, NaN in single places.
+        let mut s = case(4, 8, 3, 1, 2, Class::Plain, 7);
+        s.x[0] = f32::INFINITY;
+        s.x[9] = f32::NEG_INFINITY;
+        s.w1[3] = f32::NAN;
+        s.dy[20] = f32::INFINITY;
+        out.push(("single inf/NaN".into(), s));
+        out
+    }
+
+    /// A drawn shape: small and odd sizes, sizes around the tiles (16, 64,
+    /// 128), offsets and strides.
+    fn dim(rng: &mut Rng, max: usize) -> usize {
+        const NEAR: [usize; 12] = [1, 2, 3, 15, 16, 17, 63, 64, 65, 127, 128, 129];
+        match rng.below(3) {
+            0 => NEAR[rng.below(NEAR.len())].min(max),
+            _ => 1 + rng.below(max),
+        }
+    }
+
+    pub fn generated_case(seed: u64, i: u64) -> (SharedExpertCase, Class) {
+        let mut rng = Rng::new(seed ^ i.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let class = CLASSES[rng.below(CLASSES.len())];
+        let (t, h, f) = (dim(&mut rng, 200), dim(&mut rng, 300), dim(&mut rng, 160));
+        let (off, gap) = (rng.below(4), if rng.below(2) == 0 { 0 } else { rng.below(9) });
+        (case(t, h, f, off, gap, class, rng.next()), class)
+    }
+
+    /// How often the cases reached what the classes aim at (counted on the
+    /// values, independently of the kernels): products of z that underflow
+    /// (nonzero, below 2^-126: not exact in f32), dh sums exactly halfway
+    /// between two bf16 (the RNE tie rule decides), NaN/inf inputs.
+    #[derive(Debug, Default)]
+    struct Met {
+        underflowing_products: usize,
+        dh_ties: usize,
+        specials: usize,
+    }
+
+    impl Met {
+        fn add(&mut self, c: &SharedExpertCase) {
+            let (h, f) = (c.h, c.f);
+            for t in 0..c.t {
+                let x = c.x_row(t);
+                for r in 0..2 * f {
+                    self.underflowing_products += x
+                        .iter()
+                        .zip(c.w1_row(r))
+                        .filter(|&(a, b)| {
+                            let p = (*a as f64) * (*b as f64);
+                            p != 0.0 && p.abs() < f32::MIN_POSITIVE as f64
+                        })
+                        .count();
+                }
+                let dy = c.dy_row(t);
+                for j in 0..f {
+                    let acc = (0..h).fold(0.0f32, |acc, i| acc + dy[i] * c.w2[i * f + j]);
+                    self.dh_ties += (acc.is_finite() && acc.to_bits() & 0xffff == 0x8000) as usize;
+                }
+            }
+            for v in [&c.x, &c.w1, &c.w2, &c.dy] {
+                self.specials += v.iter().filter(|x| !x.is_finite()).count();
+            }
+        }
+    }
+
+    pub fn conformance_on_generated_cases() -> Outcome {
+        let n: u64 = knobs::get_or(knobs::GPU_CASES, 300)?;
+        let seed: u64 = knobs::get_or(knobs::GPU_SEED, 0x5eed)?;
+        let cuda = cuda();
+        let mut failures = Vec::new();
+        let mut per_class = [0usize; CLASSES.len()];
+        let mut met = Met::default();
+        for i in 0..n {
+            let (c, class) = generated_case(seed, i);
+            per_class[CLASSES.iter().position(|&k| k == class).unwrap_or(0)] += 1;
+            met.add(&c);
+            if let Err(e) = conform(&cuda, &c) {
+                failures.push(format!("case {i} ({}x{}x{} {:?} {class:?}): {e}", c.t, c.h, c.f, c.layout));
+            }
+        }
+        let classes: Vec<String> = CLASSES.iter().zip(per_class).map(|(c, n)| format!("{c:?} {n}")).collect();
+        println!(
+            "shared_expert conformance: {n} generated cases ({}), {} failures; met: {} z products below 2^-126 \
+             (nonzero, inexact in f32), {} exact bf16 ties in dh, {} NaN/inf inputs",
+            classes.join(", "),
+            failures.len(),
+            met.underflowing_products,
+            met.dh_ties,
+            met.specials
+        );
+        if met.underflowing_products == 0 || met.dh_ties == 0 || met.specials == 0 {
+            failures.push(format!("the generated cases missed a value class: {met:?}"));
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n"))
+        }
+    }
+
+    fn rows(v: &[f32], h: usize, r: std::ops::Range<usize>) -> &[f32] {
+        &v[r.start * h..r.end * h]
+    }
+
+    /// Row t of y and dX is the same whatever the batch: the full batch's
+    /// rows against sub-batches (single rows, prefixes, windows), on the
+    /// kernels alone, at a small and at the reference shape.
+    pub fn batch_invariance() -> Outcome {
+        let cuda = cuda();
+        let mut failures = Vec::new();
+        let mut judged = 0;
+        for (t, h, f, class, ranges) in [
+            (70usize, 200usize, 96usize, Class::Specials, vec![0..1, 1..2, 69..70, 0..2, 0..3, 3..8, 5..69, 64..70]),
+            (300, 4096, 2048, Class::Plain, vec![0..1, 299..300, 0..2, 0..3, 1..130, 128..257, 2..300]),
+            (129, 7168, 2048, Class::Tiny, vec![0..1, 128..129, 0..128, 5..6]),
+        ] {
+            let full = case(t, h, f, 1, 3, class, (t * h) as u64);
+            let y = cuda.forward_y(&full).map_err(|e| e.to_string())?;
+            let dx = cuda.backward_dx(&full).map_err(|e| e.to_string())?;
+            for r in ranges {
+                let sub = full.rows(r.clone());
+                let ys = cuda.forward_y(&sub).map_err(|e| e.to_string())?;
+                let dxs = cuda.backward_dx(&sub).map_err(|e| e.to_string())?;
+                judged += 1;
+                for (what, a, b) in [("y", &ys, &y), ("dX", &dxs, &dx)] {
+                    if let Some(d) = diff(what, a, rows(b, h, r.clone()), h) {
+                        failures.push(format!("{t}x{h}x{f} rows {r:?}: {d}"));
+                    }
+                }
+            }
+        }
+        println!("shared_expert batch invariance: {judged} sub-batches, {} failures", failures.len());
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n"))
+        }
+    }
+
+    /// Two launches give the same bits; the same values at another offset
+    /// and row stride give the same bits.
+    pub fn determinism_and_layout() -> Outcome {
+        let cuda = cuda();
+        let mut failures = Vec::new();
+        for (t, h, f) in [(300usize, 4096usize, 2048usize), (77, 131, 67)] {
+            let c = case(t, h, f, 0, 0, Class::Plain, 3);
+            let mut dc = cuda.upload(&c).map_err(|e| e.to_string())?;
+            let mut outs = Vec::new();
+            for _ in 0..2 {
+                dc.launch_forward().map_err(|e| e.to_string())?;
+                dc.launch_backward().map_err(|e| e.to_string())?;
+                outs.push((
+                    dc.read_forward().map_err(|e| e.to_string())?,
+                    dc.read_backward().map_err(|e| e.to_string())?,
+                ));
+            }
+            failures.extend(diff("y (second launch)", &outs[1].0, &outs[0].0, h));
+            failures.extend(diff("dX (second launch)", &outs[1].1, &outs[0].1, h));
+            for (off, gap) in [(1, 0), (3, 5), (2, 64)] {
+                let mut moved = c.clone();
+                moved.layout = Layout { offset: off, row_stride: h + gap };
+                let y = cuda.forward_y(&moved).map_err(|e| e.to_string())?;
+                let dx = cuda.backward_dx(&moved).map_err(|e| e.to_string())?;
+                failures.extend(diff(&format!("y at offset {off} stride +{gap}"), &y, &outs[0].0, h));
+                failures.extend(diff(&format!("dX at offset {off} stride +{gap}"), &dx, &outs[0].1, h));
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n"))
+        }
+    }
+
+    pub fn invalid_cases_are_refused() -> Outcome {
+        let cuda = cuda();
+        let mut wrong = Vec::new();
+        let mut c = case(2, 3, 2, 0, 0, Class::Plain, 1);
+        c.x[1] = 0.1;
+        if !matches!(cuda.forward_y(&c), Err(SubjectError::Invalid(_))) {
+            wrong.push("a non-bf16 x was not refused as invalid");
+        }
+        let mut c = case(2, 3, 2, 0, 0, Class::Plain, 1);
+        c.layout.offset = 4;
+        if !matches!(cuda.backward_dx(&c), Err(SubjectError::Invalid(_))) {
+            wrong.push("offset 4 was not refused as invalid");
+        }
+        let mut c = case(2, 3, 2, 0, 0, Class::Plain, 1);
+        c.w2.pop();
+        if !matches!(cuda.forward_y(&c), Err(SubjectError::Invalid(_))) {
+            wrong.push("a short w2 was not refused as invalid");
+        }
+        let t = 65_536 * 128;
+        let big = SharedExpertCase {
+            t,
+            h: 1,
+            f: 1,
+            layout: Layout::dense(1),
+            x: vec![1.0; t],
+            w1: vec![1.0; 2],
+            w2: vec![1.0],
+            dy: vec![1.0; t],
+        };
+        if !matches!(cuda.forward_y(&big), Err(SubjectError::Unavailable(_))) {
+            wrong.push("T = 2^23 (past the grid) was not refused as unavailable");
+        }
+        if wrong.is_empty() {
+            Ok(())
+        } else {
+            Err(wrong.join("; "))
         }
     }
 }
@@ -296,6 +729,14 @@ fn main() {
     }
     let mut tests = suite::<SeqwiseLoss>(seqwise_edges, seqwise_invalid);
     tests.extend(suite::<Router>(router_edges, router_invalid));
+    tests.extend(suite::<SharedExpert>(se::edge_cases, se_invalid));
+    for (name, run) in [
+        ("shared_expert_conformance_on_value_classes", se::conformance_on_generated_cases as fn() -> Outcome),
+        ("shared_expert_batch_invariance_at_reference_shapes", se::batch_invariance),
+        ("shared_expert_determinism_and_offset_stride_at_reference_shapes", se::determinism_and_layout),
+    ] {
+        tests.push(Test { name: name.into(), device: se::device, run: Box::new(run) });
+    }
     let total = tests.len();
     tests.retain(|t| {
         filters.is_empty() || filters.iter().any(|f| if exact { t.name == *f } else { t.name.contains(f.as_str()) })

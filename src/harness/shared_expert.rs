@@ -102,7 +102,7 @@ impl Harness for SharedExpert {
     }
 
     fn device() -> Result<SubjectRef<Self>, String> {
-        Err("no CUDA kernel for shared_expert yet".into())
+        crate::subject::cuda::shared_expert::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
     }
 
     fn planted() -> Vec<Planted<Self>> {

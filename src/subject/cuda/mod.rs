@@ -1,7 +1,7 @@
 //! The CUDA subjects: `kernels/*.cu`, compiled at run time by NVRTC and run
 //! through cudarc's driver API. Three layers, as cudarc has: [`nvrtc`] (the
 //! compiler), [`device`] (the GPU, its modules and timing), and one file per
-//! op for its launches ([`seqwise_loss`], [`router`]).
+//! op for its launches ([`seqwise_loss`], [`router`], [`shared_expert`]).
 //!
 //! Fail closed at every step: a machine without the driver, without a GPU,
 //! without NVRTC, or whose kernels do not compile gets an explicit reason
@@ -21,6 +21,7 @@ pub mod expf;
 pub mod nvrtc;
 pub mod router;
 pub mod seqwise_loss;
+pub mod shared_expert;
 
 pub use device::{device, Device, DeviceInfo};
 pub use seqwise_loss::{probe, CudaSeqwise};
@@ -39,12 +40,14 @@ pub struct KernelSource {
 pub enum KernelId {
     SeqwiseLoss,
     Router,
+    SharedExpert,
     /// The exhaustive check of `bp::exp_cr` (`bitparity-expf-check`).
     ExpfCheck,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 3] = [KernelId::SeqwiseLoss, KernelId::Router, KernelId::ExpfCheck];
+    pub const ALL: [KernelId; 4] =
+        [KernelId::SeqwiseLoss, KernelId::Router, KernelId::SharedExpert, KernelId::ExpfCheck];
 
     pub fn source(self) -> KernelSource {
         match self {
@@ -52,6 +55,9 @@ impl KernelId {
                 KernelSource { name: "seqwise_loss.cu", text: include_str!("../../../kernels/seqwise_loss.cu") }
             }
             KernelId::Router => KernelSource { name: "router.cu", text: include_str!("../../../kernels/router.cu") },
+            KernelId::SharedExpert => {
+                KernelSource { name: "shared_expert.cu", text: include_str!("../../../kernels/shared_expert.cu") }
+            }
             KernelId::ExpfCheck => {
                 KernelSource { name: "expf_check.cu", text: include_str!("../../../kernels/expf_check.cu") }
             }

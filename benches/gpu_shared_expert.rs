@@ -1,0 +1,236 @@
+//! GPU timing of the strict (`serial` profile) shared-expert kernels with
+//! CUDA events, medians of many runs: forward, backward and both, and each
+//! of the five kernels alone, at DeepSeek-V3's shared expert (H = 7168, F =
+//! 2048) and the seed's contract (H = 4096, F = 2048), for several T.
+//!
+//! FLOPs counted: a multiply and an add per term of every dot product the
+//! op must run from its inputs: forward 6 T H F (z = x w1^T: 4, y = h w2^T:
+//! 2), backward 10 T H F (dh = dy w2: 2, z recomputed from x: 4, dX = dz w1:
+//! 4). The `model` column counts the backward without the recomputation (6 T
+//! H F), as a training step that keeps z would.
+//!
+//! Before a shape is timed, rows of its full batch (the first, the last and
+//! one between) are checked bitwise against the profile oracle run on those
+//! rows alone (batch invariance makes that a check of the full batch's
+//! rows): a shape that does not conform gets no timing and the bench fails.
+//!
+//! Usage: gpu_shared_expert [--json PATH] [--iters N] [--warmup N]
+//!        [--only T] [--quick] [--no-check] (--quick: T = 2048 at H = 4096
+//!        only; --no-check: time without the oracle check, for tuning)
+//! Without a GPU it prints `SKIPPED` with the reason and exits 0.
+
+use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Step};
+use bitparity::subject::SubjectError;
+use oracles::case::shared_expert::SharedExpertCase;
+use oracles::case::Layout;
+use oracles::op::{self, shared_expert::SharedExpert};
+use oracles::profile::shared_expert::SharedExpertProfile;
+
+/// (T, H, F).
+const SHAPES: [(usize, usize, usize); 8] = [
+    (2048, 4096, 2048),
+    (1, 4096, 2048),
+    (128, 4096, 2048),
+    (1000, 4096, 2048),
+    (4096, 4096, 2048),
+    (2048, 7168, 2048),
+    (4096, 7168, 2048),
+    (8192, 7168, 2048),
+];
+
+/// bf16 values uniform in [-scale, scale) (truncated to bf16) from an LCG.
+fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = ((x >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale;
+            f32::from_bits(v.to_bits() & 0xffff_0000)
+        })
+        .collect()
+}
+
+fn case(t: usize, h: usize, f: usize) -> SharedExpertCase {
+    SharedExpertCase {
+        t,
+        h,
+        f,
+        layout: Layout::dense(h),
+        x: values(t * h, 1, 2.0),
+        w1: values(2 * f * h, 2, 2.0 / (h as f32).sqrt()),
+        w2: values(h * f, 3, 2.0 / (f as f32).sqrt()),
+        dy: values(t * h, 4, 1.0),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn same(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+}
+
+/// Rows of the full batch against the oracle on those rows alone.
+fn check(cuda: &CudaSharedExpert, c: &SharedExpertCase) -> Result<Option<String>, String> {
+    let e = |x: SubjectError| x.to_string();
+    let mut dc = cuda.upload(c).map_err(e)?;
+    dc.launch_forward().map_err(e)?;
+    dc.launch_backward().map_err(e)?;
+    let y = dc.read_forward().map_err(e)?;
+    let dx = dc.read_backward().map_err(e)?;
+    let h = c.h;
+    let mut rows = vec![0, c.t / 2, c.t - 1];
+    rows.dedup();
+    for r in rows {
+        let one = c.rows(r..r + 1);
+        let p = SharedExpertProfile::serial();
+        let yr = op::forward::<SharedExpert>(&one, &p).map_err(|x| x.to_string())?.y;
+        let dxr = op::backward::<SharedExpert>(&one, &p).map_err(|x| x.to_string())?.dx;
+        if !same(&y[r * h..(r + 1) * h], &yr) {
+            return Ok(Some(format!("y row {r}")));
+        }
+        if !same(&dx[r * h..(r + 1) * h], &dxr) {
+            return Ok(Some(format!("dX row {r}")));
+        }
+    }
+    Ok(None)
+}
+
+fn main() {
+    let mut json_path = None;
+    let (mut iters, mut warmup) = (30usize, 3usize);
+    let mut only = None::<usize>;
+    let mut quick = false;
+    let mut no_check = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut num = |d: usize| it.next().and_then(|s| s.parse().ok()).unwrap_or(d);
+        match a.as_str() {
+            "--json" => json_path = it.next(),
+            "--iters" => iters = num(iters),
+            "--warmup" => warmup = num(warmup),
+            "--only" => only = Some(num(0)),
+            "--quick" => quick = true,
+            "--no-check" => no_check = true,
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    let cuda = match probe() {
+        Ok(c) => c,
+        Err(reason) => {
+            println!("SKIPPED gpu_shared_expert bench: no CUDA subject: {reason}");
+            return;
+        }
+    };
+    let run = || -> Result<serde_json::Value, String> {
+        let dev = cuda.device();
+        let e = |x: SubjectError| x.to_string();
+        println!(
+            "device {} ({} SMs); strict kernels, profile serial; TFLOP/s of the executed FLOPs (model: bwd without z's recomputation)",
+            dev.info.name, dev.info.multiprocessors
+        );
+        println!(
+            "{:>18} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  {:>42}  check",
+            "T x H x F",
+            "fwd ms",
+            "bwd ms",
+            "f+b ms",
+            "fwd TF",
+            "bwd TF",
+            "f+b TF",
+            "model",
+            "kernels ms (gate_up, down, dh, gate_up_bwd, dx)"
+        );
+        let mut rows = Vec::new();
+        for &(t, h, f) in &SHAPES {
+            if only.is_some_and(|o| o != t) || (quick && (t, h) != (2048, 4096)) {
+                continue;
+            }
+            let c = case(t, h, f);
+            let mismatch = if no_check { None } else { check(&cuda, &c)? };
+            let thf = (t * h * f) as f64;
+            let mut dc = cuda.upload(&c).map_err(e)?;
+            let (mut fwd, mut bwd, mut both) = (f64::NAN, f64::NAN, f64::NAN);
+            let mut steps = Vec::new();
+            if mismatch.is_none() {
+                // Fewer iterations where one pass takes long.
+                let n = if thf > 4e10 { iters.div_ceil(3).max(5) } else { iters };
+                fwd = median(dev.time_us(warmup, n, || dc.launch_forward()).map_err(e)?) / 1e3;
+                bwd = median(dev.time_us(warmup, n, || dc.launch_backward()).map_err(e)?) / 1e3;
+                both = median(
+                    dev.time_us(warmup, n, || {
+                        dc.launch_forward()?;
+                        dc.launch_backward()
+                    })
+                    .map_err(e)?,
+                ) / 1e3;
+                for s in Step::ALL {
+                    steps.push(median(dev.time_us(1, n, || dc.launch(s)).map_err(e)?) / 1e3);
+                }
+            }
+            let tf = |units: f64, ms: f64| units * thf / (ms * 1e-3) / 1e12;
+            let status = match &mismatch {
+                None if no_check => "not checked (--no-check)".to_string(),
+                None => "rows bitwise equal to oracle".to_string(),
+                Some(m) => format!("MISMATCH {m}"),
+            };
+            let ks: Vec<String> = steps.iter().map(|s| format!("{s:.3}")).collect();
+            println!(
+                "{:>18} {fwd:>9.3} {bwd:>9.3} {both:>9.3} {:>8.2} {:>8.2} {:>8.2} {:>8.2}  {:>42}  {status}",
+                format!("{t}x{h}x{f}"),
+                tf(6.0, fwd),
+                tf(10.0, bwd),
+                tf(16.0, both),
+                tf(12.0, both),
+                ks.join(" ")
+            );
+            let step_json: Vec<serde_json::Value> = Step::ALL
+                .iter()
+                .zip(&steps)
+                .map(|(s, ms)| {
+                    serde_json::json!({"kernel": format!("{s:?}"), "ms": ms, "tflops": tf(s.thf_flops() as f64, *ms)})
+                })
+                .collect();
+            rows.push(serde_json::json!({
+                "t": t, "h": h, "f": f,
+                "fwd_ms": fwd, "bwd_ms": bwd, "fwd_bwd_ms": both,
+                "fwd_tflops": tf(6.0, fwd), "bwd_tflops": tf(10.0, bwd), "fwd_bwd_tflops": tf(16.0, both),
+                "fwd_bwd_model_tflops": tf(12.0, both),
+                "kernels": step_json,
+                "conformance": mismatch.is_none(), "checked": !no_check, "mismatch": mismatch,
+            }));
+        }
+        Ok(serde_json::json!({
+            "device": dev.info.name,
+            "compute_capability": format!("{}.{}", dev.info.compute_capability.0, dev.info.compute_capability.1),
+            "driver_cuda_version": dev.info.driver_cuda_version,
+            "nvrtc_extra": std::env::var("BITPARITY_NVRTC_EXTRA").unwrap_or_default(),
+            "iters": iters, "warmup": warmup,
+            "rows": rows,
+        }))
+    };
+    match run() {
+        Ok(v) => {
+            if let Some(p) = json_path {
+                let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+                if let Err(e) = bitparity::fsio::write_atomic(std::path::Path::new(&p), text.as_bytes()) {
+                    eprintln!("{e}");
+                    std::process::exit(1);
+                }
+            }
+            let bad = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
+            if bad > 0 {
+                eprintln!(
+                    "gpu_shared_expert bench: {bad} shape(s) not bitwise equal to the oracle: no timing for them"
+                );
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("gpu_shared_expert bench failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! The CUDA subject of `shared_expert` (SPEC section 5):
+//! `kernels/shared_expert.cu`, compiled at run time by NVRTC on first use and
+//! run on the process's one [`Device`], profile `serial` (every dot product
+//! serial ascending, mul then add each rounded, bf16 round to nearest even).
+//!
+//! Five launches, each a register-tiled SIMT GEMM in which every output
+//! element is one thread's serial loop over its whole inner dimension (no
+//! split-K, the same kernels for every T): batch-invariant by construction.
+//! - forward: `se_gate_up_fwd` (z = x w1^T with the SwiGLU epilogue: h, bf16)
+//!   then `se_gemm_nk_bf16` (y = bf16(h w2^T));
+//! - backward: `se_gemm_kn_bf16` (dh = bf16(dy w2)), `se_gate_up_bwd` (z
+//!   recomputed from x, dz = bf16([dgate, dup])), `se_gemm_kn_f32` (dX = dz
+//!   w1, one chain over all 2F).
+//!
+//! Fail closed, as the other ops' subjects: no driver, GPU or NVRTC, or a
+//! kernel that does not compile, is an explicit reason ([`probe`]); an
+//! invalid case is [`SubjectError::Invalid`]; a valid case past the kernels'
+//! i32 sizes or grid limits is [`SubjectError::Unavailable`] ([`plan`],
+//! without a GPU). Nothing panics, nothing falls back.
+//!
+//! Uploads, launches and read-backs are separate so that the bench times the
+//! kernels alone (CUDA events) and can capture them in a CUDA graph.
+
+use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
+use super::{KernelId, GAP_POISON};
+use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
+use oracles::op::shared_expert::SharedExpert;
+use oracles::profile::shared_expert::SharedExpertProfile;
+use std::sync::{Arc, OnceLock};
+
+/// `BP_SE_THREADS`: threads per block of every kernel.
+pub const THREADS: u32 = 256;
+/// `BP_SE_BM`, `BP_SE_BN`: the output tile of one block (rows x columns).
+pub const TILE_M: usize = 128;
+pub const TILE_N: usize = 128;
+/// Gate (and up) units per block of the gate/up kernels: half a tile.
+pub const TILE_UNITS: usize = TILE_N / 2;
+/// The most blocks a grid's y dimension takes (CUDA's limit).
+const MAX_GRID_Y: usize = 65_535;
+
+/// A bf16 (given as the f32 it is exactly) as its 16 stored bits.
+pub fn bf16_bits(x: f32) -> u16 {
+    (x.to_bits() >> 16) as u16
+}
+
+/// The f32 value of stored bf16 bits.
+pub fn bf16_value(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// The launch shapes of a valid case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub t: usize,
+    pub h: usize,
+    pub f: usize,
+    /// Blocks along M (= T) of every kernel.
+    pub grid_m: u32,
+}
+
+/// Validates `case` ([`SharedExpertCase::validate`]) and decides whether the
+/// kernels take it: `Invalid` for an invalid case, `Unavailable` (with the
+/// reason) for a valid one past the kernels' limits: T, H, 2F, the offset,
+/// and every element count of a buffer (x's storage, w1, w2, z) within i32
+/// (the kernels index rows in 64 bits, but take sizes as int), and
+/// ceil(T / 128) <= 65535 (the grid's y dimension). Any T >= 1, H, F >= 1,
+/// offset 0..3 and row stride >= H within those is supported. Needs no GPU.
+pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
+    case.validate().map_err(invalid)?;
+    let (t, h, f) = (case.t, case.h, case.f);
+    let storage = case.layout.storage_len(t, h).map_err(SubjectError::Invalid)?;
+    for (what, x) in [
+        ("T", t),
+        ("H", h),
+        ("2F", f.saturating_mul(2)),
+        ("offset", case.layout.offset),
+        ("row stride", case.layout.row_stride),
+        ("x storage", storage),
+        ("w1 (2F x H)", f.saturating_mul(2).saturating_mul(h)),
+        ("T x 2F", t.saturating_mul(2).saturating_mul(f)),
+        ("T x H", t.saturating_mul(h)),
+    ] {
+        as_i32(x, what)?;
+    }
+    let grid_m = t.div_ceil(TILE_M);
+    if grid_m > MAX_GRID_Y {
+        return Err(SubjectError::Unavailable(format!(
+            "T = {t}: the shared expert's kernels take at most {} tokens ({MAX_GRID_Y} blocks of {TILE_M})",
+            MAX_GRID_Y * TILE_M
+        )));
+    }
+    Ok(Plan { t, h, f, grid_m: grid_m as u32 })
+}
+
+struct Kernels {
+    gate_up_fwd: CudaFunction,
+    gate_up_bwd: CudaFunction,
+    gemm_nk_bf16: CudaFunction,
+    gemm_kn_bf16: CudaFunction,
+    gemm_kn_f32: CudaFunction,
+}
+
+/// The CUDA subject of `shared_expert`, profile `serial`. Cheap to clone.
+#[derive(Clone)]
+pub struct CudaSharedExpert {
+    dev: Arc<Device>,
+    kernels: Arc<Kernels>,
+}
+
+/// Opens the GPU (shared with every op) and loads
+/// `kernels/shared_expert.cu`, once per process. `Err` is the reason this
+/// op's CUDA subject cannot run here; it disables no other op's subject.
+pub fn probe() -> Result<CudaSharedExpert, String> {
+    static SUBJECT: OnceLock<Result<CudaSharedExpert, String>> = OnceLock::new();
+    SUBJECT.get_or_init(load).clone()
+}
+
+fn load() -> Result<CudaSharedExpert, String> {
+    let dev = device()?;
+    let function = |n: &str| dev.function(KernelId::SharedExpert, n);
+    let kernels = Kernels {
+        gate_up_fwd: function("se_gate_up_fwd")?,
+        gate_up_bwd: function("se_gate_up_bwd")?,
+        gemm_nk_bf16: function("se_gemm_nk_bf16")?,
+        gemm_kn_bf16: function("se_gemm_kn_bf16")?,
+        gemm_kn_f32: function("se_gemm_kn_f32")?,
+    };
+    Ok(CudaSharedExpert { dev, kernels: Arc::new(kernels) })
+}
+
+/// A case on the GPU: its inputs (bf16 bits), the intermediates and the
+/// outputs; launches and read-backs are separate.
+pub struct DeviceSharedExpertCase {
+    dev: Arc<Device>,
+    kernels: Arc<Kernels>,
+    plan: Plan,
+    offset: i32,
+    stride: i64,
+    x: CudaSlice<u16>,
+    dy: CudaSlice<u16>,
+    w1: CudaSlice<u16>,
+    w2: CudaSlice<u16>,
+    /// T x F bf16: the forward's h.
+    hid: CudaSlice<u16>,
+    /// T x H bf16: y.
+    y: CudaSlice<u16>,
+    /// T x F bf16: the backward's dh.
+    dh: CudaSlice<u16>,
+    /// T x 2F bf16: dz.
+    dz: CudaSlice<u16>,
+    /// T x H f32: dX.
+    dx: CudaSlice<f32>,
+    forward_enqueued: bool,
+    backward_enqueued: bool,
+}
+
+impl CudaSharedExpert {
+    pub fn info(&self) -> &DeviceInfo {
+        &self.dev.info
+    }
+
+    /// The device this subject runs on (timing, graphs).
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
+    /// Validates `case` ([`plan`]) and uploads it: x and dy as their storage
+    /// (the real offset and row stride, a NaN in every gap), the weights
+    /// dense, all as bf16 bits; allocates every intermediate and output.
+    pub fn upload(&self, case: &SharedExpertCase) -> Result<DeviceSharedExpertCase, SubjectError> {
+        let plan = plan(case)?;
+        let (t, h, f) = (plan.t, plan.h, plan.f);
+        let bits = |v: &[f32]| v.iter().map(|&x| bf16_bits(x)).collect::<Vec<u16>>();
+        let s = &self.dev.stream;
+        let up = dev_err("upload");
+        Ok(DeviceSharedExpertCase {
+            dev: self.dev.clone(),
+            kernels: self.kernels.clone(),
+            plan,
+            offset: as_i32(case.layout.offset, "offset")?,
+            stride: case.layout.row_stride as i64, // < 2^31, checked by plan
+            x: s.clone_htod(&bits(&case.x_storage(GAP_POISON))).map_err(&up)?,
+            dy: s.clone_htod(&bits(&case.dy_storage(GAP_POISON))).map_err(&up)?,
+            w1: s.clone_htod(&bits(&case.w1)).map_err(&up)?,
+            w2: s.clone_htod(&bits(&case.w2)).map_err(&up)?,
+            hid: s.alloc_zeros(t * f).map_err(&up)?,
+            y: s.alloc_zeros(t * h).map_err(&up)?,
+            dh: s.alloc_zeros(t * f).map_err(&up)?,
+            dz: s.alloc_zeros(t * 2 * f).map_err(&up)?,
+            dx: s.alloc_zeros(t * h).map_err(&up)?,
+            forward_enqueued: false,
+            backward_enqueued: false,
+        })
+    }
+
+    /// The forward: y, T x H bf16 values (dense), validated, uploaded,
+    /// launched and read back.
+    pub fn forward_y(&self, case: &SharedExpertCase) -> Result<Vec<f32>, SubjectError> {
+        let mut dc = self.upload(case)?;
+        dc.launch_forward()?;
+        dc.read_forward()
+    }
+
+    /// The backward: dX, T x H f32 (dense).
+    pub fn backward_dx(&self, case: &SharedExpertCase) -> Result<Vec<f32>, SubjectError> {
+        let mut dc = self.upload(case)?;
+        dc.launch_backward()?;
+        dc.read_backward()
+    }
+}
+
+/// The five kernels, in the order their pass runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Forward: h = bf16(silu(g) u), g and u from z = x w1^T (4THF flops).
+    GateUpFwd,
+    /// Forward: y = bf16(h w2^T) (2THF).
+    Down,
+    /// Backward: dh = bf16(dy w2) (2THF).
+    Dh,
+    /// Backward: z recomputed, dz = bf16([dgate, dup]) (4THF).
+    GateUpBwd,
+    /// Backward: dX = dz w1 (4THF).
+    Dx,
+}
+
+impl Step {
+    pub const ALL: [Step; 5] = [Step::GateUpFwd, Step::Down, Step::Dh, Step::GateUpBwd, Step::Dx];
+
+    /// Floating-point operations (a multiply and an add per term) in units
+    /// of T x H x F.
+    pub fn thf_flops(self) -> u64 {
+        match self {
+            Step::GateUpFwd | Step::GateUpBwd | Step::Dx => 4,
+            Step::Down | Step::Dh => 2,
+        }
+    }
+}
+
+impl Subject<SharedExpert> for CudaSharedExpert {
+    fn name(&self) -> String {
+        "cuda".into()
+    }
+
+    /// The profile every kernel of kernels/shared_expert.cu implements.
+    fn profile(&self) -> Option<SharedExpertProfile> {
+        Some(SharedExpertProfile::serial())
+    }
+
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Device
+    }
+
+    fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
+        Ok(SharedExpertForward { y: self.forward_y(case)? })
+    }
+
+    fn backward(&self, case: &SharedExpertCase) -> Result<SharedExpertBackward<f32>, SubjectError> {
+        Ok(SharedExpertBackward { dx: self.backward_dx(case)? })
+    }
+}
+
+fn cfg(grid_n: usize, grid_m: u32) -> LaunchConfig {
+    // grid_n <= 2^31 / 64: N < 2^31 (plan).
+    LaunchConfig { grid_dim: (grid_n as u32, grid_m, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+impl DeviceSharedExpertCase {
+    pub fn plan(&self) -> Plan {
+        self.plan
+    }
+
+    /// Enqueues the forward: `se_gate_up_fwd` (h), then `se_gemm_nk_bf16`
+    /// (y).
+    pub fn launch_forward(&mut self) -> Result<(), SubjectError> {
+        self.launch(Step::GateUpFwd)?;
+        self.launch(Step::Down)?;
+        self.forward_enqueued = true;
+        Ok(())
+    }
+
+    /// Enqueues the backward (it needs no forward: z is recomputed from x):
+    /// `se_gemm_kn_bf16` (dh), `se_gate_up_bwd` (dz), `se_gemm_kn_f32` (dX).
+    pub fn launch_backward(&mut self) -> Result<(), SubjectError> {
+        self.launch(Step::Dh)?;
+        self.launch(Step::GateUpBwd)?;
+        self.launch(Step::Dx)?;
+        self.backward_enqueued = true;
+        Ok(())
+    }
+
+    /// Enqueues one kernel. A step reads what the steps before it in its
+    /// pass wrote (Down reads h, GateUpBwd dh, Dx dz): alone, it reads the
+    /// buffer as the last launch left it (the bench times steps one by one).
+    pub fn launch(&mut self, step: Step) -> Result<(), SubjectError> {
+        let dev = self.dev.clone();
+        let s = &dev.stream;
+        let Plan { t, h, f, grid_m } = self.plan;
+        let (ti, hi, fi, f2) = (t as i32, h as i32, f as i32, 2 * f as i32);
+        let zero = 0i32;
+        let (ld_h, ld_dz) = (f as i64, 2 * f as i64);
+        match step {
+            Step::GateUpFwd => {
+                let mut b = s.launch_builder(&self.kernels.gate_up_fwd);
+                b.arg(&self.x)
+                    .arg(&self.offset)
+                    .arg(&self.stride)
+                    .arg(&self.w1)
+                    .arg(&ti)
+                    .arg(&hi)
+                    .arg(&fi)
+                    .arg(&mut self.hid);
+                // SAFETY: the arguments match se_gate_up_fwd's signature
+                // (pointers, int, long long, int x3, pointer). x holds offset
+                // + (T-1)*stride + H elements (SharedExpertCase::x_storage)
+                // and the kernel reads only the H values of each row; w1
+                // holds 2F x H; hid T x F. Every size is within i32 (plan);
+                // the grid is ceil(F/64) x ceil(T/128) <= 65535. Static shared
+                // memory only. The buffers outlive the launch (frees are
+                // stream-ordered).
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m)) }.map_err(dev_err("se_gate_up_fwd launch"))?;
+            }
+            Step::Down => {
+                let mut b = s.launch_builder(&self.kernels.gemm_nk_bf16);
+                b.arg(&self.hid).arg(&zero).arg(&ld_h).arg(&self.w2).arg(&ti).arg(&hi).arg(&fi).arg(&mut self.y);
+                // SAFETY: matches se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K,
+                // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
+                // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
+                // (T x H). Sizes within i32 (plan).
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m)) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
+            }
+            Step::Dh => {
+                let mut b = s.launch_builder(&self.kernels.gemm_kn_bf16);
+                b.arg(&self.dy)
+                    .arg(&self.offset)
+                    .arg(&self.stride)
+                    .arg(&self.w2)
+                    .arg(&ti)
+                    .arg(&fi)
+                    .arg(&hi)
+                    .arg(&mut self.dh);
+                // SAFETY: matches se_gemm_kn_bf16(a, a_off, a_ld, b, M, N, K,
+                // out): a = dy (its storage: offset + (T-1)*stride + H
+                // elements, only the H of each row read), b = w2 (H x F:
+                // element (n = j, k = i) at i*F + j), M = T, N = F, K = H,
+                // out = dh (T x F). Sizes within i32 (plan).
+                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m)) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
+            }
+            Step::GateUpBwd => {
+                let mut b = s.launch_builder(&self.kernels.gate_up_bwd);
+                b.arg(&self.x)
+                    .arg(&self.offset)
+                    .arg(&self.stride)
+                    .arg(&self.w1)
+                    .arg(&self.dh)
+                    .arg(&ti)
+                    .arg(&hi)
+                    .arg(&fi)
+                    .arg(&mut self.dz);
+                // SAFETY: matches se_gate_up_bwd's signature; x and w1 as in
+                // GateUpFwd, dh T x F, dz T x 2F. Sizes within i32; grid as
+                // in GateUpFwd.
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m)) }.map_err(dev_err("se_gate_up_bwd launch"))?;
+            }
+            Step::Dx => {
+                let mut b = s.launch_builder(&self.kernels.gemm_kn_f32);
+                b.arg(&self.dz).arg(&zero).arg(&ld_dz).arg(&self.w1).arg(&ti).arg(&hi).arg(&f2).arg(&mut self.dx);
+                // SAFETY: matches se_gemm_kn_f32(a, a_off, a_ld, b, M, N, K,
+                // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
+                // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
+                // out = dx (T x H).
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m)) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the forward and copies y back (T x H bf16 values as f32).
+    pub fn read_forward(&self) -> Result<Vec<f32>, SubjectError> {
+        if !self.forward_enqueued {
+            return Err(SubjectError::Device("read_forward: call launch_forward first".into()));
+        }
+        self.dev.finish("shared_expert forward")?;
+        let y = self.dev.stream.clone_dtoh(&self.y).map_err(dev_err("read-back"))?;
+        self.dev.finish("read-back")?;
+        Ok(y.into_iter().map(bf16_value).collect())
+    }
+
+    /// Waits for the backward and copies dX back (T x H f32).
+    pub fn read_backward(&self) -> Result<Vec<f32>, SubjectError> {
+        if !self.backward_enqueued {
+            return Err(SubjectError::Device("read_backward: call launch_backward first".into()));
+        }
+        self.dev.finish("shared_expert backward")?;
+        let dx = self.dev.stream.clone_dtoh(&self.dx).map_err(dev_err("read-back"))?;
+        self.dev.finish("read-back")?;
+        Ok(dx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subject::cuda::declared_profile_name;
+    use oracles::case::Layout;
+
+    fn source() -> &'static str {
+        KernelId::SharedExpert.source().text
+    }
+
+    fn define(name: &str) -> Option<u64> {
+        source().lines().find_map(|l| {
+            let rest = l.strip_prefix("#define ")?.strip_prefix(name)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+    }
+
+    #[test]
+    fn kernel_source_declares_its_profile_and_tiles() {
+        let declared = declared_profile_name(&KernelId::SharedExpert.source());
+        assert_eq!(declared, Some(SharedExpertProfile::serial().name.as_str()));
+        // The subject claims exactly the profile its source declares, and
+        // that profile is serial ascending in every dot product.
+        let cuda_profile = SharedExpertProfile::by_name("serial").expect("a shipped profile");
+        use oracles::order::ReductionOrder::Serial;
+        assert_eq!(
+            (cuda_profile.z, cuda_profile.y, cuda_profile.dh, cuda_profile.dx),
+            (Serial, Serial, Serial, Serial)
+        );
+        assert_eq!(define("BP_SE_THREADS"), Some(THREADS as u64));
+        assert_eq!(define("BP_SE_BM"), Some(TILE_M as u64));
+        assert_eq!(define("BP_SE_BN"), Some(TILE_N as u64));
+        for k in ["se_gate_up_fwd(", "se_gate_up_bwd(", "BP_SE_GEMM(se_gemm_nk_bf16,", "BP_SE_GEMM(se_gemm_kn_bf16,"] {
+            assert!(source().contains(k), "{k}");
+        }
+        assert!(source().contains("BP_SE_GEMM(se_gemm_kn_f32,"));
+        assert!(source().contains("#include \"expf.cuh\""));
+        // Strictness: no fused or fast-math arithmetic in the kernels.
+        for banned in ["__fmaf", "fmaf(", "__expf", "__fdividef", "__frcp_r"] {
+            assert!(!source().contains(banned), "{banned} in shared_expert.cu");
+        }
+    }
+
+    fn case(t: usize, h: usize, f: usize) -> SharedExpertCase {
+        SharedExpertCase {
+            t,
+            h,
+            f,
+            layout: Layout::dense(h),
+            x: vec![0.5; t * h],
+            w1: vec![0.25; 2 * f * h],
+            w2: vec![-1.0; h * f],
+            dy: vec![1.0; t * h],
+        }
+    }
+
+    #[test]
+    fn plan_takes_odd_and_reference_shapes_and_refuses_the_rest() {
+        for (t, h, f) in [(1, 1, 1), (3, 7, 5), (129, 33, 65), (2, 4096, 8)] {
+            let p = plan(&case(t, h, f)).unwrap_or_else(|e| panic!("{t}x{h}x{f}: {e}"));
+            assert_eq!(p.grid_m as usize, t.div_ceil(TILE_M));
+        }
+        let mut c = case(2, 3, 2);
+        c.layout = Layout { offset: 3, row_stride: 9 };
+        c.x = vec![1.0; 6];
+        c.dy = vec![1.0; 6];
+        assert!(plan(&c).is_ok());
+        c.layout.offset = 4;
+        assert!(matches!(plan(&c), Err(SubjectError::Invalid(_))));
+        let mut c = case(2, 3, 2);
+        c.x[0] = 0.1;
+        assert!(matches!(plan(&c), Err(SubjectError::Invalid(_))));
+    }
+
+    #[test]
+    fn bf16_bits_round_trip() {
+        for x in [0.0f32, -0.0, 1.0, -2.5, f32::INFINITY, f32::from_bits(0x0001_0000), f32::from_bits(0xff80_0000)] {
+            assert_eq!(bf16_value(bf16_bits(x)).to_bits(), x.to_bits());
+        }
+        assert!(bf16_value(bf16_bits(GAP_POISON)).is_nan(), "the gap poison stays a NaN in bf16");
+    }
+}
