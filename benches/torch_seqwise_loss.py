@@ -123,8 +123,10 @@ def time_variant(row, prefix, fwd, fwd_bwd, ref, a, cuda):
         row[f"{prefix}_fwd_bwd_us"] = None
         row[key] = f"{type(ex).__name__}: {ex}"[:300]
         print(f"  {prefix} failed: {row[key]}")
-        if cuda:
+        try:
             torch.cuda.synchronize()
+        except Exception as sync_ex:  # noqa: BLE001 - a broken context shows in the next variant too
+            print(f"  after the failure: {type(sync_ex).__name__}: {sync_ex}"[:300])
 
 
 def main():
