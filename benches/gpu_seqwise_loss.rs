@@ -1,18 +1,29 @@
-//! GPU timing of the seqwise_loss kernels (CUDA events around each launch
-//! sequence, median of many), at the shapes of issue 3, with the measured
-//! copy bandwidth for the memory floor. Each shape's outputs are first
-//! checked bitwise against the profile oracle, so no number comes from a
-//! wrong kernel. benches/torch_seqwise_loss.py times native PyTorch on the
-//! same shapes; benches/speed_table.py joins the two JSON files.
+//! GPU timing of the seqwise_loss kernels (CUDA events, medians of many
+//! runs) at the shapes of issue 3, forward, backward and both, each two ways:
+//! launched one by one (eager) and replayed from a CUDA graph (as a training
+//! step runs them, so launch latency is compared fairly with PyTorch under
+//! CUDA graphs), with the measured copy bandwidth for the memory floor.
+//!
+//! Each shape's timed outputs are checked bitwise against the profile oracle
+//! before any timing (on the very buffers that are then timed), and again
+//! after the graph replays: a kernel that does not conform gets no timing,
+//! and the bench fails (exit 1). benches/torch_seqwise_loss.py times native
+//! PyTorch on the same shapes in the same run (eager, CUDA graph,
+//! torch.compile in a CUDA graph); benches/speed_table.py joins the two
+//! JSON files.
 //!
 //! Usage: gpu_seqwise_loss [--json PATH] [--iters N] [--warmup N] [--only TxExk]
 //!        [--objective topk|map]   (the last two narrow the run, e.g. for ncu)
-//! Without a GPU it prints `SKIPPED` with the reason and exits 0; any shape
-//! whose outputs are not bitwise the oracle's makes it exit 1.
+//! Without a usable GPU it fails closed (exit 1, the reason on stderr):
+//! only under `cargo bench` with no `--json` (a developer's machine, where no
+//! report is asked for) does it print `SKIPPED` with the reason and exit 0.
 
 use bitparity::props::compare::diff_groups;
 use bitparity::subject::cuda::probe;
-use oracles::case::seqwise_loss::{Objective, SeqwiseCase};
+use bitparity::subject::cuda::seqwise_loss::DeviceCase;
+use bitparity::subject::SubjectError;
+use cudarc::driver::CudaGraph;
+use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::{seqwise_loss::SeqwiseLoss, Op};
 use oracles::profile::seqwise_loss::SeqwiseProfile;
 use oracles::profile_oracle::seqwise_loss as oracle;
@@ -36,94 +47,156 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The first bit difference between the device case's current outputs and
+/// the oracle's, read back from the buffers the timings use.
+fn check(
+    dc: &DeviceCase,
+    case: &SeqwiseCase,
+    expected: &(SeqwiseForward<f32>, SeqwiseBackward<f32>),
+) -> Result<Option<String>, String> {
+    let f = dc.read_forward().map_err(|e| e.to_string())?;
+    let b = dc.read_backward().map_err(|e| e.to_string())?;
+    Ok(diff_groups(&SeqwiseLoss::fwd_groups(case, &expected.0), &SeqwiseLoss::fwd_groups(case, &f))
+        .map(|d| format!("forward {d}"))
+        .or_else(|| {
+            diff_groups(&SeqwiseLoss::bwd_groups(case, &expected.1), &SeqwiseLoss::bwd_groups(case, &b))
+                .map(|d| format!("backward {d}"))
+        }))
+}
+
+/// Bytes the kernels must move, (forward, backward): the forward reads the
+/// scores, the padding flags and (provided map) the map, and writes E-sized
+/// results; the backward reads the scores, the padding flags and f, and
+/// writes the gradient.
+fn bytes(t: usize, e: usize, objective: &str) -> (f64, f64) {
+    let (te, t, e) = ((t * e) as f64, t as f64, e as f64);
+    let map = if objective == "map" { te } else { 0.0 };
+    let fwd = te * 4.0 + t + map + e * 4.0 * 3.0 + 4.0;
+    let bwd = te * 4.0 + t + e * 4.0 + te * 4.0;
+    (fwd, bwd)
+}
+
 fn main() {
     let mut json_path = None;
     let (mut iters, mut warmup) = (200usize, 20usize);
     let (mut only, mut only_objective) = (None::<String>, None::<String>);
+    let mut under_cargo_bench = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json_path = it.next(),
-            "--iters" => iters = it.next().and_then(|s| s.parse().ok()).unwrap_or(iters),
+            "--iters" => iters = it.next().and_then(|s| s.parse().ok()).unwrap_or(iters).max(1),
             "--warmup" => warmup = it.next().and_then(|s| s.parse().ok()).unwrap_or(warmup),
             "--only" => only = it.next(),
             "--objective" => only_objective = it.next(),
-            _ => {} // cargo bench passes --bench
+            "--bench" => under_cargo_bench = true, // cargo bench passes --bench
+            _ => {}
         }
     }
     let cuda = match probe() {
         Ok(c) => c,
         Err(reason) => {
-            println!("SKIPPED gpu_seqwise_loss bench: no CUDA subject: {reason}");
-            return;
+            if under_cargo_bench && json_path.is_none() {
+                println!("SKIPPED gpu_seqwise_loss bench: no CUDA subject: {reason}");
+                return;
+            }
+            // A speed report was asked for: no GPU is a failure, never a pass.
+            eprintln!("gpu_seqwise_loss bench failed: no CUDA subject: {reason}; no timings written");
+            std::process::exit(1);
         }
     };
     let run = || -> Result<serde_json::Value, String> {
-        let bw = cuda.device().copy_bandwidth(1 << 30, iters.clamp(1, 50)).map_err(|e| e.to_string())?;
-        println!("device {}: copy bandwidth {:.3} TB/s (read + write)", cuda.info().name, bw / 1e12);
+        let dev = cuda.device();
+        let e = |x: SubjectError| x.to_string();
+        let bw = dev.copy_bandwidth(1 << 30, 50).map_err(e)?;
+        println!("device {}: copy bandwidth {:.3} TB/s (read + write)", dev.info.name, bw / 1e12);
         let profile = SeqwiseProfile::gpu();
         let mut rows = Vec::new();
-        println!("{:>18} {:>6} {:>10} {:>10} {:>10}  check", "T x E x k", "obj", "fwd us", "bwd us", "f+b us");
-        for (i, &(t, e, k)) in SHAPES.iter().enumerate() {
-            if only.as_ref().is_some_and(|o| *o != format!("{t}x{e}x{k}")) {
+        println!(
+            "{:>16} {:>5} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}  check",
+            "T x E x k", "obj", "fwd us", "bwd us", "f+b us", "graph fwd", "graph bwd", "graph f+b", "floor"
+        );
+        for (i, &(t, en, k)) in SHAPES.iter().enumerate() {
+            if only.as_ref().is_some_and(|o| *o != format!("{t}x{en}x{k}")) {
                 continue;
             }
             for objective in ["topk", "map"] {
                 if only_objective.as_ref().is_some_and(|o| o != objective) {
                     continue;
                 }
-                let s = scores(t * e, i as u64 + 1);
-                let mut case = SeqwiseCase::dense(t, e, s, Objective::UnbiasedTopK { k });
+                let s = scores(t * en, i as u64 + 1);
+                let mut case = SeqwiseCase::dense(t, en, s, Objective::UnbiasedTopK { k });
                 case.g = 1.0;
                 if objective == "map" {
                     case.objective = Objective::ProvidedMap { map: case.routing_map() };
                 }
-                let mut dc = cuda.upload(&case).map_err(|e| e.to_string())?;
-                dc.launch_forward().map_err(|e| e.to_string())?;
-                dc.launch_backward().map_err(|e| e.to_string())?;
-                let f = dc.read_forward().map_err(|e| e.to_string())?;
-                let b = dc.read_backward().map_err(|e| e.to_string())?;
-                let expected_f = oracle::forward(&case, &profile).map_err(|e| e.to_string())?;
-                let expected_b = oracle::backward(&case, &profile).map_err(|e| e.to_string())?;
-                let check =
-                    diff_groups(&SeqwiseLoss::fwd_groups(&case, &expected_f), &SeqwiseLoss::fwd_groups(&case, &f))
-                        .or_else(|| {
-                            diff_groups(
-                                &SeqwiseLoss::bwd_groups(&case, &expected_b),
-                                &SeqwiseLoss::bwd_groups(&case, &b),
-                            )
-                        });
-                let fwd =
-                    median(cuda.device().time_us(warmup, iters, || dc.launch_forward()).map_err(|e| e.to_string())?);
-                let bwd =
-                    median(cuda.device().time_us(warmup, iters, || dc.launch_backward()).map_err(|e| e.to_string())?);
-                let both = median(
-                    cuda.device()
-                        .time_us(warmup, iters, || {
+                let expected = (
+                    oracle::forward(&case, &profile).map_err(|x| x.to_string())?,
+                    oracle::backward(&case, &profile).map_err(|x| x.to_string())?,
+                );
+                // The buffers that are timed: checked before any timing.
+                let mut dc = cuda.upload(&case).map_err(e)?;
+                dc.launch_forward().map_err(e)?;
+                dc.launch_backward().map_err(e)?;
+                let mut mismatch = check(&dc, &case, &expected)?;
+                let nan = f64::NAN;
+                let (mut fwd, mut bwd, mut both, mut gfwd, mut gbwd, mut gboth) = (nan, nan, nan, nan, nan, nan);
+                if mismatch.is_none() {
+                    fwd = median(dev.time_us(warmup, iters, || dc.launch_forward()).map_err(e)?);
+                    bwd = median(dev.time_us(warmup, iters, || dc.launch_backward()).map_err(e)?);
+                    both = median(
+                        dev.time_us(warmup, iters, || {
                             dc.launch_forward()?;
                             dc.launch_backward()
                         })
-                        .map_err(|e| e.to_string())?,
-                );
-                let n = (t * e * 4) as f64;
-                let floor = |bytes: f64| bytes / bw * 1e6;
-                let status: String = match &check {
-                    None => "bitwise equal to oracle".into(),
-                    Some(m) => format!("MISMATCH {}", m.chars().take(100).collect::<String>()),
+                        .map_err(e)?,
+                    );
+                    let replay =
+                        |g: &CudaGraph| g.launch().map_err(|x| SubjectError::Device(format!("graph launch: {x}")));
+                    let gf = dev.capture(|| dc.launch_forward()).map_err(e)?;
+                    gfwd = median(dev.time_us(warmup, iters, || replay(&gf)).map_err(e)?);
+                    let gb = dev.capture(|| dc.launch_backward()).map_err(e)?;
+                    gbwd = median(dev.time_us(warmup, iters, || replay(&gb)).map_err(e)?);
+                    let gfb = dev
+                        .capture(|| {
+                            dc.launch_forward()?;
+                            dc.launch_backward()
+                        })
+                        .map_err(e)?;
+                    gboth = median(dev.time_us(warmup, iters, || replay(&gfb)).map_err(e)?);
+                    // What the replayed graph left in the buffers must still be
+                    // the oracle's bits (a replay that reuses stale state, e.g.
+                    // the finalize ticket, would show here): else no timing.
+                    replay(&gfb).map_err(e)?;
+                    mismatch = check(&dc, &case, &expected)?.map(|m| format!("after graph replay: {m}"));
+                    if mismatch.is_some() {
+                        (fwd, bwd, both, gfwd, gbwd, gboth) = (nan, nan, nan, nan, nan, nan);
+                    }
+                }
+                let (fwd_bytes, bwd_bytes) = bytes(t, en, objective);
+                let floor = |b: f64| b / bw * 1e6;
+                let status = match &mismatch {
+                    None => "bitwise equal to oracle".to_string(),
+                    Some(m) => format!("MISMATCH {}", m.chars().take(120).collect::<String>()),
                 };
                 println!(
-                    "{:>18} {objective:>6} {fwd:>10.2} {bwd:>10.2} {both:>10.2}  {status}",
-                    format!("{t}x{e}x{k}")
+                    "{:>16} {objective:>5} {fwd:>9.2} {bwd:>9.2} {both:>9.2} {gfwd:>10.2} {gbwd:>10.2} {gboth:>10.2} {:>9.2}  {status}",
+                    format!("{t}x{en}x{k}"),
+                    floor(fwd_bytes + bwd_bytes)
                 );
+                // NaN (no timing) is written as null.
                 rows.push(serde_json::json!({
-                    "t": t, "e": e, "k": k, "objective": objective,
+                    "t": t, "e": en, "k": k, "objective": objective,
                     "fwd_us": fwd, "bwd_us": bwd, "fwd_bwd_us": both,
-                    "floor_fwd_us": floor(n), "floor_bwd_us": floor(2.0 * n), "floor_fwd_bwd_us": floor(3.0 * n),
-                    "conformance": check.is_none(), "mismatch": check,
+                    "graph_fwd_us": gfwd, "graph_bwd_us": gbwd, "graph_fwd_bwd_us": gboth,
+                    "floor_fwd_us": floor(fwd_bytes), "floor_bwd_us": floor(bwd_bytes),
+                    "floor_fwd_bwd_us": floor(fwd_bytes + bwd_bytes),
+                    "bytes_fwd": fwd_bytes, "bytes_bwd": bwd_bytes,
+                    "conformance": mismatch.is_none(), "mismatch": mismatch,
                 }));
             }
         }
-        let g = cuda.info();
+        let g = &dev.info;
         Ok(serde_json::json!({
             "device": g.name,
             "compute_capability": format!("{}.{}", g.compute_capability.0, g.compute_capability.1),
@@ -143,15 +216,20 @@ fn main() {
                 }
             }
             // A timing of a kernel that does not conform is no result: the
-            // table shows it, and the bench fails.
-            let mismatches = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
-            if mismatches > 0 {
-                eprintln!("gpu bench: {mismatches} shape(s) not bitwise equal to the oracle");
+            // table shows it untimed, and the bench fails.
+            let rows = v["rows"].as_array().map_or(0, Vec::len);
+            let bad = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
+            if bad > 0 {
+                eprintln!("gpu_seqwise_loss bench: {bad} shape(s) not bitwise equal to the oracle: no timing for them");
+                std::process::exit(1);
+            }
+            if rows == 0 {
+                eprintln!("gpu_seqwise_loss bench: no shape selected (--only / --objective)");
                 std::process::exit(1);
             }
         }
         Err(e) => {
-            eprintln!("gpu bench failed: {e}");
+            eprintln!("gpu_seqwise_loss bench failed: {e}");
             std::process::exit(1);
         }
     }

@@ -1,16 +1,33 @@
 #!/usr/bin/env python3
-"""Native PyTorch eager seqwise_loss (SPEC section 3), timed with CUDA events.
+"""Native PyTorch seqwise_loss (SPEC section 3), timed three ways in one run.
 
 The baseline of the speed table: the loss as PyTorch code writes it
-(TorchTitan's DeepSeek-V3 style): F.normalize / topk / scatter / sums in
-eager mode, and autograd for the backward. Same shapes, objectives and
-iteration counts as benches/gpu_seqwise_loss.rs; scores in (0, 1].
+(TorchTitan's DeepSeek-V3 style): F.normalize / topk / scatter / sums, and
+autograd for the backward, timed with CUDA events (medians of many):
+
+  eager           launched op by op;
+  graph           captured in a CUDA graph (torch.cuda.graphs, static inputs,
+                  the autograd backward inside the captured region, as
+                  benches/torch_router.py does) and replayed;
+  compile+graph   the loss through torch.compile (default mode, as
+                  torch_router.py), its AOTAutograd backward through
+                  torch.autograd.grad, captured in a CUDA graph and replayed.
+
+Where a variant fails (no Triton for torch.compile, a capture error), the
+row records why (`graph_error`, `compile_error`) and the run goes on. Same
+shapes, objectives (top-k, provided map) and iteration counts as
+benches/gpu_seqwise_loss.rs; scores in (0, 1]. benches/speed_table.py joins
+the two JSON files; its headline is the fastest native variant over ours.
 
 Usage: python3 benches/torch_seqwise_loss.py [--json PATH] [--iters N] [--warmup N]
+       [--device cuda|cpu] [--only TxExk]
+--device cpu is a dry run of the script's logic (host timer; graphs and
+compile skipped, with the reason): its numbers are no baseline.
 """
 import argparse
 import json
 import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -40,24 +57,76 @@ def loss_map(s, m):
     return (f * p.sum(0)).sum()
 
 
-def median_us(fn, warmup, iters, setup=None):
+def median_us(fn, warmup, iters, cuda, setup=None):
+    """Median microseconds of fn: CUDA events on the GPU, the host clock
+    (after a synchronisation) on the CPU dry run."""
     for _ in range(warmup):
         if setup:
             setup()
         fn()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
+    if cuda:
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(iters):
         if setup:
             setup()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
+        if cuda:
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000.0)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e6)
     return statistics.median(times)
+
+
+def graphed(fn, warmup):
+    """fn captured in a CUDA graph (after warm-up on a side stream), as
+    torch.cuda.graphs documents; returns (replay, the static outputs)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn()
+    return g.replay, out
+
+
+def max_diff(a, b):
+    """Largest |a - b| over the outputs (loss, and gradient where given)."""
+    return max(float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b))
+
+
+def time_variant(row, prefix, fwd, fwd_bwd, ref, a, cuda):
+    """Times fwd and fwd_bwd captured in CUDA graphs as row[prefix_fwd_us]
+    and row[prefix_fwd_bwd_us]; the replayed outputs are compared with eager
+    (row[prefix_max_abs_diff]). A failure is recorded, never raised."""
+    key = prefix.split("_")[0] + "_error"
+    try:
+        replay_f, out_f = graphed(fwd, 3)
+        row[f"{prefix}_fwd_us"] = median_us(replay_f, a.warmup, a.iters, cuda)
+        replay_fb, out_fb = graphed(fwd_bwd, 3)
+        row[f"{prefix}_fwd_bwd_us"] = median_us(replay_fb, a.warmup, a.iters, cuda)
+        replay_fb()
+        torch.cuda.synchronize()
+        row[f"{prefix}_max_abs_diff"] = max(max_diff((out_f,), (ref[0],)), max_diff(out_fb, ref))
+    except Exception as ex:  # noqa: BLE001 - any failure is a recorded result
+        row[f"{prefix}_fwd_us"] = row.get(f"{prefix}_fwd_us")
+        row[f"{prefix}_fwd_bwd_us"] = None
+        row[key] = f"{type(ex).__name__}: {ex}"[:300]
+        print(f"  {prefix} failed: {row[key]}")
+        try:
+            torch.cuda.synchronize()
+        except Exception as sync_ex:  # noqa: BLE001 - a broken context shows in the next variant too
+            print(f"  after the failure: {type(sync_ex).__name__}: {sync_ex}"[:300])
 
 
 def main():
@@ -65,19 +134,40 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--only", help="one shape, TxExk")
     a = ap.parse_args()
-    dev = torch.device("cuda")
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("torch_seqwise_loss: no CUDA device visible to PyTorch (use --device cpu for a dry run)")
+    dev = torch.device(a.device)
+    name = torch.cuda.get_device_name(0) if cuda else "cpu (dry run)"
     torch.manual_seed(0)
     rows = []
-    print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
-    print(f"{'T x E x k':>18} {'obj':>6} {'fwd us':>10} {'bwd us':>10} {'f+b us':>10}")
+    print(f"torch {torch.__version__} on {name}")
+    print(f"{'T x E x k':>16} {'obj':>5} {'fwd us':>9} {'bwd us':>9} {'f+b us':>9} {'graph f+b':>10} {'comp f+b':>10}")
     for t, e, k in SHAPES:
+        # The draw of every shape's scores happens whether or not --only
+        # selects it, so a narrowed run times the same values.
         base = (torch.rand(t, e, device=dev) * (1 - 2**-24) + 2**-24).float()
+        if a.only and a.only != f"{t}x{e}x{k}":
+            continue
         idx = torch.topk(base, k, dim=-1).indices
         m = torch.zeros(t, e, dtype=torch.bool, device=dev).scatter_(1, idx, True)
         for obj in ("topk", "map"):
             s = base.clone().requires_grad_(True)
-            fwd = (lambda: loss_topk(s, k)) if obj == "topk" else (lambda: loss_map(s, m))
+
+            def make(loss_fn):
+                fwd = (lambda: loss_fn(s, k)) if obj == "topk" else (lambda: loss_fn(s, m))
+
+                def fwd_bwd():
+                    loss = fwd()
+                    (gs,) = torch.autograd.grad(loss, s)
+                    return loss, gs
+
+                return fwd, fwd_bwd
+
+            fwd, fwd_bwd = make(loss_topk if obj == "topk" else loss_map)
             holder = {}
 
             def run_fwd():
@@ -94,16 +184,41 @@ def main():
                 s.grad = None
                 fwd().backward()
 
+            row = {"t": t, "e": e, "k": k, "objective": obj}
             with torch.no_grad():
-                t_fwd_nograd = median_us(lambda: fwd(), a.warmup, a.iters)
-            t_fwd = median_us(run_fwd, a.warmup, a.iters)
-            t_bwd = median_us(run_bwd, a.warmup, a.iters, setup=prep_bwd)
-            t_both = median_us(run_both, a.warmup, a.iters)
-            print(f"{f'{t}x{e}x{k}':>18} {obj:>6} {t_fwd:>10.2f} {t_bwd:>10.2f} {t_both:>10.2f}")
-            rows.append({"t": t, "e": e, "k": k, "objective": obj, "fwd_us": t_fwd,
-                         "fwd_nograd_us": t_fwd_nograd, "bwd_us": t_bwd, "fwd_bwd_us": t_both})
-    out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0),
-           "iters": a.iters, "warmup": a.warmup, "rows": rows}
+                row["fwd_nograd_us"] = median_us(lambda: fwd(), a.warmup, a.iters, cuda)
+            row["fwd_us"] = median_us(run_fwd, a.warmup, a.iters, cuda)
+            row["bwd_us"] = median_us(run_bwd, a.warmup, a.iters, cuda, setup=prep_bwd)
+            row["fwd_bwd_us"] = median_us(run_both, a.warmup, a.iters, cuda)
+            # The router table's names for the same eager figures.
+            row["eager_fwd_us"], row["eager_fwd_bwd_us"] = row["fwd_us"], row["fwd_bwd_us"]
+            ref = fwd_bwd()
+            if cuda:
+                time_variant(row, "graph", fwd, fwd_bwd, ref, a, cuda)
+                try:
+                    # One fresh compilation per shape and objective: static
+                    # shapes, and no recompilation limit reached.
+                    torch._dynamo.reset()
+                    compiled = torch.compile(loss_topk if obj == "topk" else loss_map)
+                    cfwd, cfwd_bwd = make(compiled)
+                    cfwd_bwd()  # compiles outside the capture; errors land here
+                    torch.cuda.synchronize()
+                    time_variant(row, "compile_graph", cfwd, cfwd_bwd, ref, a, cuda)
+                except Exception as ex:  # noqa: BLE001 - torch.compile may be unavailable (no Triton): say so
+                    row["compile_graph_fwd_us"] = row["compile_graph_fwd_bwd_us"] = None
+                    row["compile_error"] = f"{type(ex).__name__}: {ex}"[:300]
+                    print(f"  compile failed: {row['compile_error']}")
+            else:
+                why = "CPU dry run: no CUDA graphs"
+                row["graph_fwd_us"] = row["graph_fwd_bwd_us"] = None
+                row["compile_graph_fwd_us"] = row["compile_graph_fwd_bwd_us"] = None
+                row["graph_error"] = row["compile_error"] = why
+            fmt = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "-"  # noqa: E731
+            print(f"{f'{t}x{e}x{k}':>16} {obj:>5} {fmt(row['fwd_us']):>9} {fmt(row['bwd_us']):>9} "
+                  f"{fmt(row['fwd_bwd_us']):>9} {fmt(row['graph_fwd_bwd_us']):>10} "
+                  f"{fmt(row['compile_graph_fwd_bwd_us']):>10}")
+            rows.append(row)
+    out = {"torch": torch.__version__, "device": name, "iters": a.iters, "warmup": a.warmup, "rows": rows}
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(out, fh, indent=2)
