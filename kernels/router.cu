@@ -37,9 +37,10 @@
 //   block (BP_ROUTER_THREADS, 1, 1); any grid >= 1 (warp w of block b takes
 //   tokens t = b*W + w, then t += gridDim.x*W: the launcher caps the grid at
 //   the blocks resident on the device); dynamic shared memory
-//   (2E + W * (2E + 32)) * 4 bytes (E block counters, the E biases, then per
-//   warp: E words of keys / chosen weights, E words of kept-group flags /
-//   chosen ids, 32 words of candidate scratch): above 48 KiB for E > 668, so
+//   (2E + W * (max(2E, 128) + 32)) * 4 bytes (E block counters, the E biases,
+//   then per warp: E words of keys / chosen weights, E words of kept-group
+//   flags / chosen ids, at least 128 words in all (fwd_grouped32's 32
+//   entries of 4 words), 32 words of candidate scratch): above 48 KiB for E > 668, so
 //   the launcher raises the function's limit; plus 512 bytes of static
 //   shared memory (exp_cr's table).
 //   Reads: logits at logits + offset + t*stride + e for e < E only (the gaps
@@ -421,7 +422,8 @@ __device__ __forceinline__ bool fwd_grouped32(const FwdArgs& a, int t, int lane,
     const unsigned lo = __reduce_min_sync(BP_FULL_MASK, ((kept_bits >> lane) & 1u) ? gb : 0xffffffffu);
 
     // Scratch: 32 entries of 4 words at wsh (the general path's keys_sh and
-    // aux_sh: 2E >= 128 words), the bitmap's G words at wsh + 128 (< 2E + 32).
+    // aux_sh, max(2E, 128) words: E = 32 has only 64 of its own), the
+    // bitmap's G words at wsh + 128 (G <= 32: within the warp's words).
     uint4* ent = reinterpret_cast<uint4*>(wsh);
     unsigned* bits = wsh + 4 * BP_WARP;
     if (lane < G) bits[lane] = 0u;
@@ -514,7 +516,7 @@ __device__ __forceinline__ bool fwd_grouped32(const FwdArgs& a, int t, int lane,
 }
 
 // One token, one warp: steps 1 to 7 of SPEC section 4.
-// wsh: this warp's 2E + 32 words of shared memory; cnt_sh: the block's E
+// wsh: this warp's fwd_warp_words(E) words of shared memory; cnt_sh: the block's E
 // counters of valid selections; pow2: exp_cr's table in shared memory;
 // bias: the E biases in shared memory; x: the token's logits (fwd_load).
 // FULL: E = 32 V, every lane holds V experts (no bounds to test).
@@ -655,6 +657,11 @@ __device__ __forceinline__ void fwd_load(const FwdArgs& a, int t, int lane, floa
 #define BP_ROUTER_FWD_PREFETCH 1
 #endif
 
+// The forward's shared words per warp: keys and flags (2E), at least the
+// 128 words of fwd_grouped32's entries, then 32 words of candidate scratch.
+// The launcher's fwd_shared_bytes (src/subject/cuda/router.rs) must agree.
+__device__ __forceinline__ int fwd_warp_words(int E) { return max(2 * E, 4 * BP_WARP) + BP_WARP; }
+
 template <int V, bool FULL>
 __device__ __forceinline__ void fwd_body(const FwdArgs& a) {
     extern __shared__ __align__(16) unsigned sh[];
@@ -669,7 +676,7 @@ __device__ __forceinline__ void fwd_body(const FwdArgs& a) {
     if (t0 < a.T) fwd_load<V, FULL>(a, t0, lane, x);
     unsigned* cnt_sh = sh;
     float* bias_sh = reinterpret_cast<float*>(sh + a.E);
-    unsigned* wsh = sh + 2 * a.E + warp * (2 * a.E + BP_WARP);
+    unsigned* wsh = sh + 2 * a.E + warp * fwd_warp_words(a.E);
     for (int e = threadIdx.x; e < a.E; e += blockDim.x) {
         cnt_sh[e] = 0u;
         bias_sh[e] = __ldg(a.bias + e);

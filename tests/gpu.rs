@@ -164,6 +164,15 @@ fn router_edges() -> Vec<(String, RouterCase)> {
         (33, 2, 1, 1, 1),
         (17, 1024, 32, 32, 32),
         (5, 6, 3, 3, 6),
+        // Groups of 32 with k <= 2L take the forward's group-size-32 path,
+        // whose per-warp scratch is 128 words: E = 32 had only 2E = 64 of
+        // them, and warp 7 wrote past the block's shared memory (an illegal
+        // address found by `check --subject cuda`, case 4657 of seed
+        // 1796056563680363038: T=118 E=32 G=1 L=1 k=1).
+        (118, 32, 1, 1, 1),
+        (64, 32, 1, 1, 2),
+        (129, 64, 2, 1, 2),
+        (300, 96, 3, 2, 4),
     ];
     for (i, &(t, e, g, l, k)) in shapes.iter().enumerate() {
         let c = router_case(t, e, g, l, k, i as u64);

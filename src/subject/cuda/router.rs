@@ -38,9 +38,12 @@ const GROUP_SHIFT: u32 = 20;
 
 /// Dynamic shared memory of `router_fwd_v<V>`: E block counters and the E
 /// biases, then per warp 2E words (keys and kept flags, reused for the
-/// chosen weights and ids) and 32 words of candidate scratch.
+/// chosen weights and ids; at least 128, the 32 four-word entries of the
+/// group-size-32 path) and 32 words of candidate scratch: the kernel's
+/// `fwd_warp_words`. (With 2E words at E = 32, warp 7's entries ran past
+/// the block's shared memory: an illegal address the GPU check found.)
 pub fn fwd_shared_bytes(e: usize) -> usize {
-    (2 * e + WARPS * (2 * e + 32)) * 4
+    (2 * e + WARPS * ((2 * e).max(128) + 32)) * 4
 }
 
 /// Dynamic shared memory of `router_bwd_v<V>`: per warp E words of route
