@@ -336,8 +336,24 @@ pub fn record_failure<O: Harness>(
     budget: usize,
 ) -> FailureRecord {
     let Found { property, subject, profile, case, case_index, seed, note_prefix } = found;
-    let shrunk = shrink::<O>(case, |c| failure_of::<O>(property, subject, c, subjects).is_some(), budget);
-    let message = failure_of::<O>(property, subject, &shrunk, subjects).unwrap_or_else(|| "(no longer fails)".into());
+    // After a kernel fault every CUDA call of the process fails: shrinking
+    // would "succeed" down to the smallest case. The case is kept as found.
+    let (shrunk, message) = match crate::subject::cuda::device::lost() {
+        Some(why) => (
+            case.clone(),
+            format!(
+                "the GPU context was lost ({why}): a kernel fault on this case or on another one in flight; \
+                 not shrunk (every later CUDA call of the process fails); replay it in a new process, \
+                 with RAYON_NUM_THREADS=1 to single out the case"
+            ),
+        ),
+        None => {
+            let shrunk = shrink::<O>(case, |c| failure_of::<O>(property, subject, c, subjects).is_some(), budget);
+            let message =
+                failure_of::<O>(property, subject, &shrunk, subjects).unwrap_or_else(|| "(no longer fails)".into());
+            (shrunk, message)
+        }
+    };
     let save =
         save_failure::<O>(property, subject, profile, &format!("{note_prefix}{message}"), &shrunk, subjects, policy);
     let mut reproduce = Vec::new();
@@ -538,7 +554,10 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
     rayon::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|_| loop {
-                if plan.interrupt.load(Ordering::Relaxed) || plan.seconds.is_some_and(|l| start.elapsed() >= l) {
+                if plan.interrupt.load(Ordering::Relaxed)
+                    || plan.seconds.is_some_and(|l| start.elapsed() >= l)
+                    || crate::subject::cuda::device::lost().is_some()
+                {
                     return;
                 }
                 let Some(position) = shard.position(counter.fetch_add(1, Ordering::Relaxed)) else { return };
@@ -603,7 +622,10 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
     // got there first): that case is shrunk too and reported instead.
     let (shrunk_at, lowest) = (lock(&shrunk_at).clone(), lock(&lowest).clone());
     for (key, &low) in &lowest {
-        if shrunk_at.get(key) == Some(&low) || plan.interrupt.load(Ordering::Relaxed) {
+        if shrunk_at.get(key) == Some(&low)
+            || plan.interrupt.load(Ordering::Relaxed)
+            || crate::subject::cuda::device::lost().is_some()
+        {
             continue;
         }
         let case = case_at::<O>(plan.seed, plan.first_case.wrapping_add(low), &plan.gen);
@@ -622,6 +644,13 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
     }
     bar.finish_and_clear();
     let mut summary = state.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = crate::subject::cuda::device::lost() {
+        // Judging on would count every later case as a failure of the GPU.
+        summary.skipped.push(Skip {
+            suite: format!("{} (every subject, from here on)", O::NAME),
+            reason: format!("the GPU context was lost ({why}): the run stopped; later cases were not judged"),
+        });
+    }
     summary.failures = records.into_inner().unwrap_or_else(|e| e.into_inner()).into_values().collect();
     let counts = classes.into_inner().unwrap_or_else(|e| e.into_inner());
     summary.classes = O::classes().iter().map(|c| (c.to_string(), counts.get(c).copied().unwrap_or(0))).collect();

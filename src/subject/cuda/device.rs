@@ -34,9 +34,46 @@ pub struct Device {
     modules: Mutex<HashMap<KernelId, Result<Arc<CudaModule>, String>>>,
 }
 
-/// A driver error as a subject's device error, naming the step.
+/// A driver error as a subject's device error, naming the step. An error
+/// that leaves the context unusable (a kernel fault: every later call of
+/// the process fails with it) is also recorded as the loss of the device
+/// ([`lost`]).
 pub fn dev_err(what: &str) -> impl Fn(DriverError) -> SubjectError + '_ {
-    move |e| SubjectError::Device(format!("{what}: {e}"))
+    move |e| {
+        let msg = format!("{what}: {e}");
+        if is_sticky(&e) {
+            let _ = LOST.set(msg.clone());
+        }
+        SubjectError::Device(msg)
+    }
+}
+
+static LOST: OnceLock<String> = OnceLock::new();
+
+/// The first error that left this process's CUDA context unusable, if any:
+/// a kernel fault is sticky, so every later CUDA result of the process is
+/// meaningless (the runner stops judging, and does not shrink against a
+/// dead context).
+pub fn lost() -> Option<&'static str> {
+    LOST.get().map(String::as_str)
+}
+
+/// The CUDA errors after which the context cannot be used again.
+fn is_sticky(e: &DriverError) -> bool {
+    use cu::cudaError_enum as C;
+    matches!(
+        e.0,
+        C::CUDA_ERROR_ILLEGAL_ADDRESS
+            | C::CUDA_ERROR_LAUNCH_FAILED
+            | C::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | C::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | C::CUDA_ERROR_MISALIGNED_ADDRESS
+            | C::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | C::CUDA_ERROR_INVALID_PC
+            | C::CUDA_ERROR_ASSERT
+            | C::CUDA_ERROR_ECC_UNCORRECTABLE
+            | C::CUDA_ERROR_LAUNCH_TIMEOUT
+    )
 }
 
 /// Opens the GPU (ordinal `BITPARITY_CUDA_DEVICE`, default 0), once per
@@ -191,4 +228,22 @@ impl Device {
 /// An index or size as the kernels' i32, or why the case is unavailable.
 pub fn as_i32(x: usize, what: &str) -> Result<i32, SubjectError> {
     i32::try_from(x).map_err(|_| SubjectError::Unavailable(format!("{what} = {x} exceeds the kernels' i32 range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Only the classification: setting LOST in a test would stop every
+    // runner test of this process.
+    #[test]
+    fn kernel_faults_are_sticky_and_resource_errors_are_not() {
+        use cu::cudaError_enum as C;
+        for c in [C::CUDA_ERROR_ILLEGAL_ADDRESS, C::CUDA_ERROR_LAUNCH_FAILED, C::CUDA_ERROR_MISALIGNED_ADDRESS] {
+            assert!(is_sticky(&DriverError(c)), "{c:?}");
+        }
+        for c in [C::CUDA_ERROR_OUT_OF_MEMORY, C::CUDA_ERROR_INVALID_VALUE, C::CUDA_ERROR_NOT_FOUND] {
+            assert!(!is_sticky(&DriverError(c)), "{c:?}");
+        }
+    }
 }
