@@ -84,7 +84,9 @@ fn merged_shards_are_the_unsharded_run() {
         timeless_table(&String::from_utf8_lossy(&m.stdout))
     );
     let v: serde_json::Value = serde_json::from_str(&merged).unwrap();
-    assert_eq!(v["cases"], 50, "25 cases of each op, each judged once");
+    let ops = v["ops"].as_array().unwrap().len() as u64;
+    assert!(ops >= 3, "every op ran");
+    assert_eq!(v["cases"], 25 * ops, "25 cases of each op, each judged once");
     assert!(v["plan"]["shard"].is_null());
 }
 
