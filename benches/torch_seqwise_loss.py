@@ -28,6 +28,7 @@ import argparse
 import json
 import statistics
 import time
+import traceback
 
 import torch
 import torch.nn.functional as F
@@ -57,9 +58,17 @@ def loss_map(s, m):
     return (f * p.sum(0)).sum()
 
 
-def median_us(fn, warmup, iters, cuda, setup=None):
+# Graph replays enqueued back to back per steady-state timing (as
+# benches/gpu_seqwise_loss.rs's STEADY_BATCH).
+STEADY_BATCH = 20
+
+
+def median_us(fn, warmup, iters, cuda, setup=None, batch=1):
     """Median microseconds of fn: CUDA events on the GPU, the host clock
-    (after a synchronisation) on the CPU dry run."""
+    (after a synchronisation) on the CPU dry run. With batch > 1 each timing
+    spans that many calls back to back and reports their mean: the GPU's own
+    time per call, without the host's submission latency that a single
+    event-timed replay includes."""
     for _ in range(warmup):
         if setup:
             setup()
@@ -74,10 +83,11 @@ def median_us(fn, warmup, iters, cuda, setup=None):
             setup()
         if cuda:
             start.record()
-            fn()
+            for _ in range(batch):
+                fn()
             end.record()
             end.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
+            times.append(start.elapsed_time(end) * 1000.0 / batch)
         else:
             t0 = time.perf_counter()
             fn()
@@ -115,6 +125,7 @@ def time_variant(row, prefix, fwd, fwd_bwd, ref, a, cuda):
         row[f"{prefix}_fwd_us"] = median_us(replay_f, a.warmup, a.iters, cuda)
         replay_fb, out_fb = graphed(fwd_bwd, 3)
         row[f"{prefix}_fwd_bwd_us"] = median_us(replay_fb, a.warmup, a.iters, cuda)
+        row[f"{prefix}_steady_fwd_bwd_us"] = median_us(replay_fb, a.warmup, a.iters, cuda, batch=STEADY_BATCH)
         replay_fb()
         torch.cuda.synchronize()
         row[f"{prefix}_max_abs_diff"] = max(max_diff((out_f,), (ref[0],)), max_diff(out_fb, ref))
@@ -123,6 +134,7 @@ def time_variant(row, prefix, fwd, fwd_bwd, ref, a, cuda):
         row[f"{prefix}_fwd_bwd_us"] = None
         row[key] = f"{type(ex).__name__}: {ex}"[:300]
         print(f"  {prefix} failed: {row[key]}")
+        traceback.print_exc()
         try:
             torch.cuda.synchronize()
         except Exception as sync_ex:  # noqa: BLE001 - a broken context shows in the next variant too
@@ -157,17 +169,17 @@ def main():
         for obj in ("topk", "map"):
             s = base.clone().requires_grad_(True)
 
-            def make(loss_fn):
-                fwd = (lambda: loss_fn(s, k)) if obj == "topk" else (lambda: loss_fn(s, m))
+            def make(loss_fn, leaf):
+                fwd = (lambda: loss_fn(leaf, k)) if obj == "topk" else (lambda: loss_fn(leaf, m))
 
                 def fwd_bwd():
                     loss = fwd()
-                    (gs,) = torch.autograd.grad(loss, s)
+                    (gs,) = torch.autograd.grad(loss, leaf)
                     return loss, gs
 
                 return fwd, fwd_bwd
 
-            fwd, fwd_bwd = make(loss_topk if obj == "topk" else loss_map)
+            fwd, fwd_bwd = make(loss_topk if obj == "topk" else loss_map, s)
             holder = {}
 
             def run_fwd():
@@ -193,14 +205,20 @@ def main():
             # The router table's names for the same eager figures.
             row["eager_fwd_us"], row["eager_fwd_bwd_us"] = row["fwd_us"], row["fwd_bwd_us"]
             ref = fwd_bwd()
+            holder.clear()
             if cuda:
-                time_variant(row, "graph", fwd, fwd_bwd, ref, a, cuda)
+                # The captured variants get a leaf of their own, untouched by
+                # the eager timings' .backward() (whose autograd state broke
+                # the top-k capture in an earlier run).
+                sg = base.clone().requires_grad_(True)
+                gfwd, gfwd_bwd = make(loss_topk if obj == "topk" else loss_map, sg)
+                time_variant(row, "graph", gfwd, gfwd_bwd, ref, a, cuda)
                 try:
                     # One fresh compilation per shape and objective: static
                     # shapes, and no recompilation limit reached.
                     torch._dynamo.reset()
                     compiled = torch.compile(loss_topk if obj == "topk" else loss_map)
-                    cfwd, cfwd_bwd = make(compiled)
+                    cfwd, cfwd_bwd = make(compiled, sg)
                     cfwd_bwd()  # compiles outside the capture; errors land here
                     torch.cuda.synchronize()
                     time_variant(row, "compile_graph", cfwd, cfwd_bwd, ref, a, cuda)

@@ -72,6 +72,47 @@ __device__ __forceinline__ float rcp_rn_mid(float y) {
     return __fmaf_rn(r, -d, r);
 }
 
+// x / d correctly rounded (the bits of __fdiv_rn(x, d)) for many x sharing
+// one divisor d: the fast path that __fdiv_rn runs (its sm_90 SASS: MUFU.RCP,
+// r = r0 + r0 (1 - d r0), q0 = x r, the residual x - d q0, exact in an FMA,
+// and the correction q0 + r (x - d q0)), with r computed once per divisor
+// instead of once per quotient, and without __fdiv_rn's per-quotient range
+// test (FCHK) and call scaffolding. The fast path is taken only where |x| and
+// |d| both lie in [2^-31, 2^33): the quotient is then more than 2^60 away from
+// the ends of the normal range and the residual cannot underflow; anywhere
+// else (zeros, subnormals, Inf, NaN, large ranges) __fdiv_rn itself. r is
+// rcp_rn_mid's value (RN(1/d), checked on every d in [1, 2^125)), and
+// kernels/expf_check.cu checks div_by against __fdiv_rn on 2^32 pairs (every
+// f32 as x, with a divisor hashed from it); the GPU suites check the kernels
+// that use it bitwise against the profile oracle.
+struct Divisor {
+    float d, r;
+    bool fast;
+};
+
+__device__ __forceinline__ bool div_fast_range(float v) {
+    // Biased exponent in [96, 159]: the unsigned difference wraps below 96.
+    return ((__float_as_uint(v) >> 23 & 0xffu) - 96u) < 64u;
+}
+
+__device__ __forceinline__ Divisor divisor(float d) {
+    float r0;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(d));
+    const float e = __fmaf_rn(-d, r0, 1.0f);
+    return Divisor{d, __fmaf_rn(r0, e, r0), div_fast_range(d)};
+}
+
+__device__ __forceinline__ float div_by(float x, const Divisor& v) {
+    if (v.fast && div_fast_range(x)) {
+        // x and r are nonzero normals here, so RN(x r) is __fdiv_rn's
+        // fma(x, r, +0).
+        const float q0 = __fmul_rn(x, v.r);
+        const float res = __fmaf_rn(-v.d, q0, x);
+        return __fmaf_rn(v.r, res, q0);
+    }
+    return __fdiv_rn(x, v.d);
+}
+
 // sgn(s) as PyTorch's sign: +1, -1, +0.0 for either zero, NaN for NaN.
 __device__ __forceinline__ float sgn(float s) {
     if (s != s) return s;

@@ -11,6 +11,15 @@
 // router uses it: on a difference the input's result gets its last bit
 // flipped (+inf becomes a NaN), so the comparison with the CPU's exp fails
 // at that input and the check fails.
+//
+// And it checks bp::div_by (common.cuh: one reciprocal per divisor, the
+// seqwise_loss kernels' division) against __fdiv_rn on one pair per input:
+// x = the input, d a divisor hashed from it, in div_by's fast range
+// [2^-31, 2^33) with a random sign and significand (one in eight with the
+// significand all ones, one in eight a power of two: the reciprocal's hardest
+// and easiest cases), so the 2^32 inputs give about 2^30 pairs on the fast
+// path and the rest on __fdiv_rn's own. On a difference the result's second
+// bit is flipped.
 
 #include "common.cuh"
 #include "expf.cuh"
@@ -27,6 +36,15 @@ extern "C" __global__ void __launch_bounds__(BP_EXPF_CHECK_THREADS)
         const float x = __uint_as_float(start + i);
         unsigned r = __float_as_uint(bp::exp_cr(x, pow2));
         if (x >= 1.0f && x < 0x1p125f && __float_as_uint(bp::rcp_rn_mid(x)) != __float_as_uint(__frcp_rn(x))) r ^= 1u;
+        unsigned h = (start + i) * 0x9e3779b1u;
+        h ^= h >> 15;
+        h *= 0x85ebca6bu;
+        h ^= h >> 13;
+        unsigned sig = h & 0x7fffffu;
+        if ((h >> 29) == 0u) sig = 0x7fffffu;
+        if ((h >> 29) == 1u) sig = 0u;
+        const float d = __uint_as_float((h & 0x80000000u) | ((96u + ((h >> 23) & 63u)) << 23) | sig);
+        if (__float_as_uint(bp::div_by(x, bp::divisor(d))) != __float_as_uint(__fdiv_rn(x, d))) r ^= 2u;
         out[i] = r;
     }
 }

@@ -18,7 +18,9 @@
 //                           top-k counts, then per-expert chunk partials of P_e.
 //   seqwise_fwd_finalize    P_e = serial sum of the chunk partials, counts,
 //                           f_e, and (in the last block to finish) raw.
-//   seqwise_bwd_v<V>        one warp per row: d_t, q_t, the gradient row.
+//   seqwise_bwd_v<V>        one warp per row (a warp takes several rows when
+//                           T is larger than one wave): d_t, q_t, the
+//                           gradient row.
 //
 // Inputs: the scores lie at base + offset + t * stride (base 16-byte aligned,
 // offset 0..3, stride >= E); only the E values of each valid row are read.
@@ -251,11 +253,11 @@ __device__ __forceinline__ void fwd_chunk(const float* __restrict__ base, int of
         if (PREFETCH && vn) load_row<V>(xn, first + (long long)(t0 + rn) * stride, lane, E);
         if (valid) {
             const float n = row_sum<V>(x, lane, E, topk);
-            const float d = row_denominator(n, topk);
+            const Divisor d = divisor(row_denominator(n, topk));
 #pragma unroll
             for (int j = 0; j < V; ++j) {
                 const int e = lane + BP_WARP * j;
-                if (e < E) prow[e] = div(x[j], d);
+                if (e < E) prow[e] = div_by(x[j], d);
             }
             if (topk) {
                 row_topk<V>(x, lane, E, k, cnt_sh, cand_key_sh[warp], cand_idx_sh[warp]);
@@ -311,48 +313,57 @@ __device__ __forceinline__ void fwd_chunk(const float* __restrict__ base, int of
     }
 }
 
-// One warp per row. a_e = g * f_e; d as in the forward; the terms
+// Each warp takes rows t = w, w + W, w + 2W, ... (w its global warp index,
+// W the number of warps in the grid: the launcher sizes the grid to the GPU,
+// so at most one wave of blocks). a_e = g * f_e, once per warp; then per row:
+// d as in the forward, shared by the row's quotients (div_by); the terms
 // -(a_e * ((s / d) / d)) reduced in the profile's q order; then
-// ProvidedMap: grad = a_k / d + sgn(s) * r, r = gate ? q : +0.0 (a select);
-// UnbiasedTopK: grad = a_k / D + q. Padding rows: +0.0, never read.
+// ProvidedMap: grad = a_e / d + sgn(s) * r, r = gate ? q : +0.0 (a select);
+// UnbiasedTopK: grad = a_e / D + q. Padding rows: +0.0, never read.
 template <int V>
-__device__ __forceinline__ void bwd_row(const float* __restrict__ base, int offset, long long stride, int T, int E,
-                                        const unsigned char* __restrict__ padding, int topk_flag, int inclusive,
-                                        float g, const float* __restrict__ freq, float* __restrict__ grad) {
+__device__ __forceinline__ void bwd_rows(const float* __restrict__ base, int offset, long long stride, int T, int E,
+                                         const unsigned char* __restrict__ padding, int topk_flag, int inclusive,
+                                         float g, const float* __restrict__ freq, float* __restrict__ grad) {
     const int lane = threadIdx.x & 31;
-    const int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (t >= T) return;
+    const int warps = gridDim.x * (blockDim.x >> 5);
+    const int first_row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (first_row >= T) return;
     const bool topk = topk_flag != 0;
-    float* __restrict__ out = grad + (size_t)t * (size_t)E;
-    if (padding[t] != 0) {
+    bool in_row[V];
+    float a[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const int e = lane + BP_WARP * j;
+        in_row[j] = e < E;
+        a[j] = in_row[j] ? mul(g, __ldg(freq + e)) : 0.0f;
+    }
+    for (int t = first_row; t < T; t += warps) {
+        float* __restrict__ out = grad + (size_t)t * (size_t)E + lane;
+        if (padding[t] != 0) {
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+                if (in_row[j]) out[BP_WARP * j] = 0.0f;
+            }
+            continue;
+        }
+        const float* __restrict__ row = base + offset + (long long)t * stride + lane;
+        float x[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[j] = in_row[j] ? __ldg(row + BP_WARP * j) : 0.0f;
+        const float n = row_sum<V>(x, lane, E, topk);
+        const Divisor d = divisor(row_denominator(n, topk));
+        const bool gate = inclusive ? (n >= BP_EPS) : (n > BP_EPS);
+        float terms[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) terms[j] = -mul(a[j], div_by(div_by(x[j], d), d));
+        const float q = warp_strided_sum<V>(terms, lane, E);
+        const float r = gate ? q : 0.0f;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-            const int e = lane + BP_WARP * j;
-            if (e < E) out[e] = 0.0f;
-        }
-        return;
-    }
-    float x[V], a[V];
-    load_row<V>(x, base + offset + (long long)t * stride, lane, E);
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-        const int e = lane + BP_WARP * j;
-        a[j] = (e < E) ? mul(g, __ldg(freq + e)) : 0.0f;
-    }
-    const float n = row_sum<V>(x, lane, E, topk);
-    const float d = row_denominator(n, topk);
-    const bool gate = inclusive ? (n >= BP_EPS) : (n > BP_EPS);
-    float terms[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) terms[j] = -mul(a[j], div(div(x[j], d), d));
-    const float q = warp_strided_sum<V>(terms, lane, E);
-    const float r = gate ? q : 0.0f;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-        const int e = lane + BP_WARP * j;
-        if (e < E) {
-            const float first_term = div(a[j], d);
-            out[e] = topk ? add(first_term, q) : add(first_term, mul(sgn(x[j]), r));
+            if (in_row[j]) {
+                const float first_term = div_by(a[j], d);
+                out[BP_WARP * j] = topk ? add(first_term, q) : add(first_term, mul(sgn(x[j]), r));
+            }
         }
     }
 }
@@ -371,7 +382,7 @@ __device__ __forceinline__ void bwd_row(const float* __restrict__ base, int offs
         const float* __restrict__ base, int offset, long long stride, int T, int E,                         \
         const unsigned char* __restrict__ padding, int topk, int inclusive, float g,                        \
         const float* __restrict__ freq, float* __restrict__ grad) {                                         \
-        bp::bwd_row<V>(base, offset, stride, T, E, padding, topk, inclusive, g, freq, grad);                \
+        bp::bwd_rows<V>(base, offset, stride, T, E, padding, topk, inclusive, g, freq, grad);                \
     }
 
 // A tuning experiment can force one residency for every V (-DBP_FWD_MIN_BLOCKS_ALL=n).

@@ -165,6 +165,29 @@ impl Device {
         self.module(id)?.load_function(name).map_err(|e| format!("kernel {name}: {e}"))
     }
 
+    /// Blocks of `threads` that this device keeps resident for `f` with
+    /// `smem` bytes of dynamic shared memory, over all multiprocessors: a
+    /// kernel whose warps loop over the rows never needs a larger grid.
+    pub fn resident_blocks(
+        &self,
+        f: &CudaFunction,
+        threads: u32,
+        smem: usize,
+        what: &str,
+    ) -> Result<u32, SubjectError> {
+        // The occupancy query is a plain driver call: make the context current
+        // on this thread (a rayon worker, say) first.
+        self.ctx.bind_to_thread().map_err(dev_err(what))?;
+        let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(threads, smem, None).map_err(dev_err(what))?;
+        if per_sm == 0 {
+            return Err(SubjectError::Unavailable(format!(
+                "{what}: a block of {threads} threads with {smem} bytes of shared memory does not fit on {}",
+                self.info.name
+            )));
+        }
+        Ok(per_sm.saturating_mul(self.info.multiprocessors.max(1) as u32))
+    }
+
     /// Waits for the stream and checks for an asynchronous error.
     pub fn finish(&self, what: &str) -> Result<(), SubjectError> {
         self.stream.synchronize().map_err(dev_err(what))?;
@@ -178,9 +201,27 @@ impl Device {
         &self,
         warmup: usize,
         iters: usize,
+        f: impl FnMut() -> Result<(), SubjectError>,
+    ) -> Result<Vec<f64>, SubjectError> {
+        self.time_batched_us(warmup, iters, 1, f)
+    }
+
+    /// As `time_us`, but each timing spans `batch` calls enqueued back to
+    /// back and reports their mean. With one call per timing, the start event
+    /// fires before the host has submitted the work, so a small graph's time
+    /// includes the host's submission latency (about 13 us for a one-kernel
+    /// graph on the H200 host, measured 2026-11-30); back to back, the GPU
+    /// runs ahead of nothing but its own work, as in a training loop whose
+    /// host runs ahead.
+    pub fn time_batched_us(
+        &self,
+        warmup: usize,
+        iters: usize,
+        batch: usize,
         mut f: impl FnMut() -> Result<(), SubjectError>,
     ) -> Result<Vec<f64>, SubjectError> {
         let ev = || self.ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT)).map_err(dev_err("event"));
+        let batch = batch.max(1);
         for _ in 0..warmup {
             f()?;
         }
@@ -189,10 +230,12 @@ impl Device {
         let (start, end) = (ev()?, ev()?);
         for _ in 0..iters {
             start.record(&self.stream).map_err(dev_err("event record"))?;
-            f()?;
+            for _ in 0..batch {
+                f()?;
+            }
             end.record(&self.stream).map_err(dev_err("event record"))?;
             let ms = start.elapsed_ms(&end).map_err(dev_err("event elapsed"))?;
-            out.push(ms as f64 * 1000.0);
+            out.push(ms as f64 * 1000.0 / batch as f64);
         }
         self.ctx.check_err().map_err(dev_err("timing"))?;
         Ok(out)

@@ -182,23 +182,6 @@ pub struct DeviceRouterCase {
     forward_enqueued: bool,
 }
 
-/// Blocks of `threads` that the device keeps resident for `f` with `smem`
-/// bytes of dynamic shared memory, over all multiprocessors: the token
-/// kernels' grid never needs more (their warps loop over the tokens).
-fn resident_blocks(dev: &Device, f: &CudaFunction, smem: usize, what: &str) -> Result<u32, SubjectError> {
-    // The occupancy query is a plain driver call: make the context current on
-    // this thread (a rayon worker, say) first.
-    dev.ctx.bind_to_thread().map_err(dev_err(what))?;
-    let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(THREADS, smem, None).map_err(dev_err(what))?;
-    if per_sm == 0 {
-        return Err(SubjectError::Unavailable(format!(
-            "{what}: a block of {THREADS} threads with {smem} bytes of shared memory does not fit on {}",
-            dev.info.name
-        )));
-    }
-    Ok(per_sm.saturating_mul(dev.info.multiprocessors.max(1) as u32))
-}
-
 impl CudaRouter {
     pub fn info(&self) -> &DeviceInfo {
         &self.dev.info
@@ -219,7 +202,7 @@ impl CudaRouter {
         let dev = &self.dev;
         let tokens_grid = |f: &CudaFunction, smem: usize, what: &str| -> Result<u32, SubjectError> {
             let needed = u32::try_from(t.div_ceil(WARPS)).unwrap_or(u32::MAX);
-            Ok(needed.min(resident_blocks(dev, f, smem, what)?).max(1))
+            Ok(needed.min(dev.resident_blocks(f, THREADS, smem, what)?).max(1))
         };
         let fwd_grid = tokens_grid(&self.kernels.fwd[plan.v_index], plan.fwd_shared, "router_fwd occupancy")?;
         let bwd_grid = tokens_grid(&self.kernels.bwd[plan.v_index], plan.bwd_shared, "router_bwd occupancy")?;

@@ -80,6 +80,8 @@ pub struct DeviceCase {
     inclusive: i32,
     g: f32,
     v_index: usize,
+    /// The backward's grid: one warp per row, at most one wave.
+    bwd_grid: u32,
     scores: CudaSlice<f32>,
     padding: CudaSlice<u8>,
     map: CudaSlice<u8>,
@@ -116,6 +118,12 @@ impl CudaSeqwise {
         let padding: Vec<u8> = (0..t).map(|i| case.is_padding(i) as u8).collect();
         let nchunks = t.div_ceil(TOKEN_CHUNK);
         as_i32(nchunks * e, "chunks x E")?;
+        // One warp per row, at most one wave of blocks (the warps then loop).
+        let rows_per_block = (BWD_THREADS / 32) as usize;
+        let bwd_needed = u32::try_from(t.div_ceil(rows_per_block)).unwrap_or(u32::MAX);
+        let bwd_grid = bwd_needed
+            .min(self.dev.resident_blocks(&self.kernels.bwd[v_index], BWD_THREADS, 0, "seqwise_bwd occupancy")?)
+            .max(1);
         let s = &self.dev.stream;
         let up = dev_err("upload");
         let dc = DeviceCase {
@@ -131,6 +139,7 @@ impl CudaSeqwise {
             inclusive: matches!(case.clamp_tie, oracles::case::seqwise_loss::ClampTie::Inclusive) as i32,
             g: case.g,
             v_index,
+            bwd_grid,
             scores: s.clone_htod(&case.storage(GAP_POISON)).map_err(&up)?,
             padding: s.clone_htod(&padding).map_err(&up)?,
             map: s.clone_htod(&map).map_err(&up)?,
@@ -210,7 +219,6 @@ impl DeviceCase {
         let dev = self.dev.clone();
         let s = &dev.stream;
         let (t, e) = (self.t as i32, self.e as i32);
-        let rows_per_block = (BWD_THREADS / 32) as usize;
         let f = &self.kernels.bwd[self.v_index];
         let mut b = s.launch_builder(f);
         b.arg(&self.scores)
@@ -225,10 +233,9 @@ impl DeviceCase {
             .arg(&self.freq)
             .arg(&mut self.grad);
         // SAFETY: matches seqwise_bwd_v<V>'s signature; scores and padding as in
-        // the forward, freq E elements, grad T*E; one warp per row, rows past T
-        // return at once.
-        unsafe { b.launch(Self::cfg(self.t.div_ceil(rows_per_block) as u32, (BWD_THREADS, 1), 0)) }
-            .map_err(dev_err("seqwise_bwd launch"))?;
+        // the forward, freq E elements, grad T*E; the warps loop over the rows,
+        // warps past T return at once.
+        unsafe { b.launch(Self::cfg(self.bwd_grid, (BWD_THREADS, 1), 0)) }.map_err(dev_err("seqwise_bwd launch"))?;
         Ok(())
     }
 
