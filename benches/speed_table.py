@@ -10,6 +10,11 @@ variant measured (eager, CUDA graph, torch.compile in a CUDA graph). Floor =
 the bytes our kernels must read and write over the measured device-to-device
 copy bandwidth (read + write). Older files (ours eager only, native eager
 only) still read: the missing columns show "-".
+
+A second table compares the steady state: 20 graph replays enqueued back to
+back per timing on both sides (ours' graph against native's graph and
+torch.compile graph), which leaves out the host's submission latency that a
+single event-timed replay includes.
 """
 import json
 import sys
@@ -56,6 +61,20 @@ def main():
             if n.get(key):
                 notes.append(f"- {r['t']} x {r['e']} x {r['k']} {r['objective']}, native {key.split('_')[0]}: "
                              f"{n[key]}")
+    print("\nSteady state (20 graph replays back to back per timing, both sides):\n")
+    print("| T x E x k | objective | ours f+b | ours/floor | native graph | native compile+graph "
+          "| fastest native / ours |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in ours["rows"]:
+        n = by_shape.get((r["t"], r["e"], r["k"], r["objective"]), {})
+        mine = num(r.get("graph_steady_fwd_bwd_us"))
+        floor = num(r.get("floor_fwd_bwd_us"))
+        steady = [num(n.get("graph_steady_fwd_bwd_us")), num(n.get("compile_graph_steady_fwd_bwd_us"))]
+        fastest = min([v for v in steady if v is not None], default=None)
+        ratio = f"{fastest / mine:.1f}x" if fastest and mine else "-"
+        per_floor = f"{mine / floor:.2f}" if mine and floor else "-"
+        print(f"| {r['t']} x {r['e']} x {r['k']} | {r['objective']} | {fmt(mine)} | {per_floor} "
+              f"| {fmt(steady[0])} | {fmt(steady[1])} | {ratio} |")
     if notes:
         print("\nNative variants that did not run (the fastest is taken over those that did):\n")
         print("\n".join(notes))
