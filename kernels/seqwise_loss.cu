@@ -17,9 +17,7 @@
 //   seqwise_fwd_chunk_v<V>  one block per 64-token chunk: row denominators,
 //                           top-k counts, then per-expert chunk partials of P_e.
 //   seqwise_fwd_finalize    P_e = serial sum of the chunk partials, counts,
-//                           f_e, and (in the last block to finish) raw;
-//                           for grids of few chunks the chunk kernel's last
-//                           block does the same instead (fused_finalize).
+//                           f_e, and (in the last block to finish) raw.
 //   seqwise_bwd_v<V>        one warp per row (a warp takes several rows when
 //                           T is larger than one wave): d_t, q_t, the
 //                           gradient row.
@@ -198,88 +196,6 @@ __device__ __forceinline__ void row_topk(const float (&x)[V], int lane, int E, i
     }
 }
 
-// The end of the forward, in the last block to finish (the caller has
-// published every P_e and count and taken the last ticket): C = the sum of
-// the counts (integers, any order), f_e = (c_e / max(C, eps)) * E (C = 0
-// gives eps), raw = Strided{32, Serial, Butterfly} over f_e * P_e; then the
-// ticket is reset for the next launch (graph replays included). `terms`
-// holds E floats, `wsum` one word per warp; every thread of the block calls.
-__device__ __forceinline__ void finish_loss(const unsigned* counts, const float* P, int E, float* __restrict__ freq,
-                                            float* __restrict__ raw, unsigned* __restrict__ ticket, int tid,
-                                            int nthreads, float* terms, unsigned* wsum) {
-    const int lane = tid & 31, warp = tid >> 5, nwarps = nthreads >> 5;
-    unsigned part = 0u;
-    for (int i = tid; i < E; i += nthreads) part += __ldcg(counts + i);
-    part = __reduce_add_sync(BP_FULL_MASK, part);
-    if (lane == 0) wsum[warp] = part;
-    __syncthreads();
-    unsigned total = 0u;
-    for (int i = 0; i < nwarps; ++i) total += wsum[i];
-    // C <= 2^24 (validated), so the conversions to f32 are exact.
-    const float Cf = (total == 0u) ? BP_EPS : (float)total;
-    const float Ef = (float)E;
-    for (int i = tid; i < E; i += nthreads) {
-        const float f = mul(div((float)__ldcg(counts + i), Cf), Ef);
-        freq[i] = f;
-        terms[i] = mul(f, __ldcg(P + i));
-    }
-    __syncthreads();
-    if (warp == 0) {
-        float lacc = 0.0f;
-        for (int i = lane; i < E; i += 32) lacc = add(lacc, terms[i]);
-        lacc = warp_butterfly(lacc);
-        if (lane == 0) {
-            raw[0] = lacc;
-            *ticket = 0u;
-        }
-    }
-}
-
-// The finalize inside the forward, for grids of few chunks (the launcher's
-// FUSED_MAX_CHUNKS): every block publishes its chunk partials and takes a
-// ticket; the last block to finish computes P_e = Serial over the chunk
-// partials in chunk order from +0.0 (Chunked's outer Serial; a thread per
-// expert, sixteen loads ahead of its adds), the counts (integer sums), then
-// finish_loss. The same operations in the same order as seqwise_fwd_finalize,
-// one launch fewer.
-__device__ __forceinline__ void fused_finalize(const float* p_part, const unsigned* c_part, int E,
-                                               float* __restrict__ P, unsigned* __restrict__ counts,
-                                               float* __restrict__ freq, float* __restrict__ raw,
-                                               unsigned* __restrict__ ticket, float* terms, unsigned* wsum) {
-    __shared__ int is_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) is_last = (atomicAdd(ticket, 1u) == gridDim.x - 1u) ? 1 : 0;
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    const int nchunks = gridDim.x;
-    for (int e = threadIdx.x; e < E; e += blockDim.x) {
-        float acc = 0.0f;
-        unsigned c = 0u;
-        for (int c0 = 0; c0 < nchunks; c0 += 16) {
-            float v[16];
-            unsigned w[16];
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                const bool ok = c0 + i < nchunks;
-                v[i] = ok ? __ldcg(p_part + (size_t)(c0 + i) * (size_t)E + e) : 0.0f;
-                w[i] = ok ? __ldcg(c_part + (size_t)(c0 + i) * (size_t)E + e) : 0u;
-            }
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                if (c0 + i < nchunks) acc = add(acc, v[i]);
-                c += w[i];
-            }
-        }
-        P[e] = acc;
-        counts[e] = c;
-    }
-    // The block's own global writes are visible to it after the barrier.
-    __syncthreads();
-    finish_loss(counts, P, E, freq, raw, ticket, threadIdx.x, blockDim.x, terms, wsum);
-}
-
 // One block per chunk of 64 consecutive tokens (the profile's token chunk),
 // walked in steps of R = 16 rows, one row per warp:
 //   step phase 1: the warp's row: its sum (Strided{32}), its denominator d,
@@ -297,10 +213,7 @@ template <int V>
 __device__ __forceinline__ void fwd_chunk(const float* __restrict__ base, int offset, long long stride, int T,
                                           int E, const unsigned char* __restrict__ padding,
                                           const unsigned char* __restrict__ map, int topk_flag, int k,
-                                          float* __restrict__ p_part, unsigned* __restrict__ c_part, int fused,
-                                          float* __restrict__ P, unsigned* __restrict__ counts,
-                                          float* __restrict__ freq, float* __restrict__ raw,
-                                          unsigned* __restrict__ ticket) {
+                                          float* __restrict__ p_part, unsigned* __restrict__ c_part) {
     constexpr int R = BP_FWD_THREADS / 32;
     constexpr int EPT = (BP_WARP * V + BP_FWD_THREADS - 1) / BP_FWD_THREADS;  // experts per thread
     constexpr bool PREFETCH = V <= 8;  // the next row's loads ahead of this row's work
@@ -398,7 +311,6 @@ __device__ __forceinline__ void fwd_chunk(const float* __restrict__ base, int of
             c_part[(size_t)chunk * (size_t)E + (size_t)e] = cnt_sh[e];
         }
     }
-    if (fused) fused_finalize(p_part, c_part, E, P, counts, freq, raw, ticket, p_sh, cand_key_sh[0]);
 }
 
 // Each warp takes rows t = w, w + W, w + 2W, ... (w its global warp index,
@@ -463,11 +375,8 @@ __device__ __forceinline__ void bwd_rows(const float* __restrict__ base, int off
         seqwise_fwd_chunk_v##V(                                                                             \
         const float* __restrict__ base, int offset, long long stride, int T, int E,                         \
         const unsigned char* __restrict__ padding, const unsigned char* __restrict__ map, int topk, int k, \
-        float* __restrict__ p_part, unsigned* __restrict__ c_part, int fused, float* __restrict__ P,        \
-        unsigned* __restrict__ counts, float* __restrict__ freq, float* __restrict__ raw,                   \
-        unsigned* __restrict__ ticket) {                                                                    \
-        bp::fwd_chunk<V>(base, offset, stride, T, E, padding, map, topk, k, p_part, c_part, fused, P, counts, \
-                         freq, raw, ticket);                                                                \
+        float* __restrict__ p_part, unsigned* __restrict__ c_part) {                                        \
+        bp::fwd_chunk<V>(base, offset, stride, T, E, padding, map, topk, k, p_part, c_part);                \
     }                                                                                                       \
     extern "C" __global__ void __launch_bounds__(BP_BWD_THREADS) seqwise_bwd_v##V(                          \
         const float* __restrict__ base, int offset, long long stride, int T, int E,                         \
@@ -568,6 +477,30 @@ extern "C" __global__ void __launch_bounds__(1024)
     if (!is_last) return;
     __threadfence();
 
-    // buf holds the E terms: E <= 32 * 8 * 33 (the launcher checks).
-    bp::finish_loss(counts, P, E, freq, raw, ticket, tid, 1024, &buf[0][0], wsum);
+    unsigned part = 0u;
+    for (int i = tid; i < E; i += 1024) part += __ldcg(counts + i);
+    part = __reduce_add_sync(BP_FULL_MASK, part);
+    if (tx == 0) wsum[ty] = part;
+    __syncthreads();
+    unsigned total = 0u;
+    for (int i = 0; i < 32; ++i) total += wsum[i];
+    // C <= 2^24 (validated), so the conversions to f32 are exact.
+    const float Cf = (total == 0u) ? BP_EPS : (float)total;
+    const float Ef = (float)E;
+    float* terms = &buf[0][0];  // E <= 32 * 8 * 33 (the launcher checks)
+    for (int i = tid; i < E; i += 1024) {
+        const float f = bp::mul(bp::div((float)__ldcg(counts + i), Cf), Ef);
+        freq[i] = f;
+        terms[i] = bp::mul(f, __ldcg(P + i));
+    }
+    __syncthreads();
+    if (ty == 0) {
+        float lacc = 0.0f;
+        for (int i = tx; i < E; i += 32) lacc = bp::add(lacc, terms[i]);
+        lacc = bp::warp_butterfly(lacc);
+        if (tx == 0) {
+            raw[0] = lacc;
+            *ticket = 0u;
+        }
+    }
 }

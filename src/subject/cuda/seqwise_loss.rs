@@ -19,11 +19,6 @@ const BWD_THREADS: u32 = 256;
 fn fwd_shared_bytes(e: usize) -> usize {
     (1 + FWD_THREADS as usize / 32) * e * 4
 }
-/// The most chunks for which the chunk kernel's last block finalizes the
-/// forward itself (a thread per expert reads every chunk partial: cheap for
-/// few chunks, a long serial read for many, where the finalize kernel's
-/// 32 x 32 blocks read faster).
-const FUSED_MAX_CHUNKS: usize = 128;
 /// The profile's token chunk, which the forward's grid is cut into.
 const TOKEN_CHUNK: usize = oracles::profile::seqwise_loss::GPU_TOKEN_CHUNK;
 
@@ -173,15 +168,12 @@ impl DeviceCase {
         LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block.0, block.1, 1), shared_mem_bytes: smem }
     }
 
-    /// Enqueues the forward: the chunk kernel, then the finalize kernel (or,
-    /// for at most [`FUSED_MAX_CHUNKS`] chunks, the chunk kernel alone, its
-    /// last block finalizing).
+    /// Enqueues the forward: the chunk kernel, then the finalize kernel.
     pub fn launch_forward(&mut self) -> Result<(), SubjectError> {
         let dev = self.dev.clone();
         let s = &dev.stream;
         let (t, e) = (self.t as i32, self.e as i32);
         let nchunks = self.t.div_ceil(TOKEN_CHUNK) as i32;
-        let fused = i32::from(self.t.div_ceil(TOKEN_CHUNK) <= FUSED_MAX_CHUNKS);
         let f = &self.kernels.fwd_chunk[self.v_index];
         let mut b = s.launch_builder(f);
         b.arg(&self.scores)
@@ -194,27 +186,16 @@ impl DeviceCase {
             .arg(&self.topk)
             .arg(&self.k)
             .arg(&mut self.p_part)
-            .arg(&mut self.c_part)
-            .arg(&fused)
-            .arg(&mut self.p)
-            .arg(&mut self.counts)
-            .arg(&mut self.freq)
-            .arg(&mut self.raw)
-            .arg(&mut self.ticket);
+            .arg(&mut self.c_part);
         // SAFETY: the argument list matches seqwise_fwd_chunk_v<V>'s signature
         // (pointers, i32, i64 in order); `scores` holds offset + (T-1)*stride + E
         // elements (SeqwiseCase::storage), padding T bytes, map T*E bytes when
-        // topk == 0, p_part and c_part nchunks*E each, P, counts, freq E each,
-        // raw and ticket one (ticket starts at 0 and the last block resets it),
-        // and the dynamic shared memory holds E counters and 16 rows of E values
-        // (the kernel's limit was raised to E = 1024 at load; the fused
-        // finalize's E terms fit in it). Every buffer outlives the launch (they
-        // are owned by self, and frees are stream-ordered).
+        // topk == 0, p_part and c_part nchunks*E each, and the dynamic shared
+        // memory holds E counters and 16 rows of E values (the kernel's limit
+        // was raised to E = 1024 at load). Every buffer outlives the launch (they are owned by
+        // self, and frees are stream-ordered).
         unsafe { b.launch(Self::cfg(nchunks as u32, (FWD_THREADS, 1), fwd_shared_bytes(self.e) as u32)) }
             .map_err(dev_err("seqwise_fwd_chunk launch"))?;
-        if fused != 0 {
-            return Ok(());
-        }
         let mut b = s.launch_builder(&self.kernels.finalize);
         b.arg(&self.p_part)
             .arg(&self.c_part)
