@@ -477,3 +477,30 @@ pub fn to_markdown(run: &RunReport, title: &str) -> String {
     }
     md
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_round_trip_through_json_and_refuse_what_no_run_writes() {
+        let mut h = RatioHistogram::default();
+        for r in [0.0, 1e-30, 0.5, 1.0, f64::INFINITY] {
+            h.add_ratio(r);
+        }
+        h.unbounded = 3;
+        let text = serde_json::to_string(&JsonRatioHistogram::of(&h)).unwrap();
+        assert_eq!(text, r#"{"zero":1,"log2":{"-64":1,"-1":1,"0":1,"16":1},"undetermined":0,"unbounded":3}"#);
+        let back: JsonRatioHistogram = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.to_histogram().unwrap(), h);
+        let out_of_range: JsonRatioHistogram =
+            serde_json::from_str(r#"{"zero":0,"log2":{"17":1},"undetermined":0,"unbounded":0}"#).unwrap();
+        assert!(out_of_range.to_histogram().unwrap_err().contains("2^17"));
+        assert!(serde_json::from_str::<JsonRatioHistogram>(
+            r#"{"zero":0,"log2":{},"undetermined":0,"unbounded":0,"x":1}"#
+        )
+        .is_err());
+        let dim: JsonDim = serde_json::from_str(r#"{"dim":"T","position":0,"by_bit_length":{"65":1}}"#).unwrap();
+        assert!(dim.to_counts().is_err());
+    }
+}

@@ -762,3 +762,73 @@ mod shard_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod histogram_tests {
+    use super::*;
+    use crate::harness::available;
+    use crate::subject::SubjectKind;
+    use oracles::mpfr::histogram::bin_exponent;
+    use oracles::op::seqwise_loss::SeqwiseLoss;
+    use oracles::op::{Group, Values};
+
+    fn reals<N>(groups: &[Group<'_, N>]) -> u64 {
+        groups.iter().map(|g| if let Values::Real(v) = &g.values { v.len() as u64 } else { 0 }).sum()
+    }
+
+    #[test]
+    fn every_judged_output_is_in_its_rows_histogram_once() {
+        let plan = Plan {
+            properties: vec![Property::Accuracy, Property::Gradient, Property::Conformance],
+            cases: Some(12),
+            seconds: None,
+            first_case: 0,
+            shard: None,
+            seed: 3,
+            gen: GenConfig { max_te: 256, ..GenConfig::default() },
+            save: SavePolicy::default(),
+            progress: false,
+            interrupt: Arc::new(AtomicBool::new(false)),
+        };
+        let subjects: Vec<SubjectRef<SeqwiseLoss>> =
+            available::<SeqwiseLoss>().subjects.into_iter().filter(|s| s.kind() != SubjectKind::Device).collect();
+        let summary = check::<SeqwiseLoss>(&plan, &subjects, Vec::new());
+        assert!(!summary.failed());
+        // The real outputs of the 12 cases, counted apart from the judging.
+        let (mut fwd, mut bwd) = (0, 0);
+        for i in 0..12 {
+            let case = case_at::<SeqwiseLoss>(plan.seed, i, &plan.gen);
+            let p = SeqwiseLoss::profiles()[0].clone();
+            fwd += reals(&SeqwiseLoss::fwd_groups(&case, &oracles::op::forward::<SeqwiseLoss>(&case, &p).unwrap()));
+            bwd += reals(&SeqwiseLoss::bwd_groups(&case, &oracles::op::backward::<SeqwiseLoss>(&case, &p).unwrap()));
+        }
+        let mut rows_with_histograms = 0;
+        for (k, r) in &summary.rows {
+            let Some(h) = &r.histogram else {
+                assert!(
+                    k.property == Property::Conformance || k.subject == MPFR_SUBJECT || r.not_applicable.is_some(),
+                    "{k:?} has no histogram"
+                );
+                continue;
+            };
+            rows_with_histograms += 1;
+            let expected = if k.property == Property::Accuracy { fwd } else { bwd };
+            assert_eq!(h.total(), expected, "{k:?}: every output counted once");
+            assert_eq!(h.unbounded, r.unbounded, "{k:?}");
+            // The worst ratio lies in the highest non-empty bin (where no
+            // output was kept apart as undetermined: the worst counts those).
+            let top = h.nonzero_bins().last().map(|(e, _)| e);
+            match r.worst_error_over_bound {
+                _ if h.undetermined > 0 => {}
+                Some(w) if w > 0.0 => assert_eq!(top, Some(bin_exponent(w)), "{k:?}"),
+                _ => assert_eq!(top, None, "{k:?}"),
+            }
+        }
+        assert!(rows_with_histograms >= 4, "accuracy and gradient, for each CPU subject");
+        // Every case's size is counted once per dimension.
+        assert_eq!(summary.shapes.iter().map(|d| d.dim.as_str()).take(2).collect::<Vec<_>>(), ["T", "E"]);
+        for d in summary.shapes.iter().filter(|d| d.dim != "k") {
+            assert_eq!(d.cases(), 12, "{}", d.dim);
+        }
+    }
+}
