@@ -98,16 +98,25 @@ svg text { font-family: system-ui, "DejaVu Sans", Arial, sans-serif; }
 
 /// Runs first: any later script error (a syntax error included) is
 /// recorded on `<html>`, where the browser check finds it.
-const ERROR_SCRIPT: &str = "window.onerror = function (msg, src, line) {\n  \
-     document.documentElement.setAttribute('data-bp-script-error', String(msg) + ' (line ' + line + ')');\n};";
+fn error_script() -> String {
+    format!(
+        "window.onerror = function (msg, src, line) {{\n  \
+         document.documentElement.setAttribute('{ERROR_ATTR}', String(msg) + ' (line ' + line + ')');\n}};"
+    )
+}
 
 /// Runs last: the n/a toggle (shown only when scripts run), then the mark
-/// that the page's script ran to its end.
-const READY_SCRIPT: &str = "(function () {\n  \
-     var box = document.getElementById('hide-na');\n  \
-     box.parentNode.hidden = false;\n  \
-     box.addEventListener('change', function () { document.body.classList.toggle('hide-na', box.checked); });\n  \
-     document.documentElement.setAttribute('data-bp-ready', 'yes');\n})();";
+/// that the page's script ran to its end. (`scripts/html-check --self-test`
+/// edits its `box.parentNode.hidden = false;` line to make it throw.)
+fn ready_script() -> String {
+    format!(
+        "(function () {{\n  \
+         var box = document.getElementById('hide-na');\n  \
+         box.parentNode.hidden = false;\n  \
+         box.addEventListener('change', function () {{ document.body.classList.toggle('hide-na', box.checked); }});\n  \
+         document.documentElement.setAttribute('{READY_ATTR}', 'yes');\n}})();"
+    )
+}
 
 /// The whole page.
 pub fn to_html(run: &RunReport, title: &str) -> String {
@@ -117,8 +126,9 @@ pub fn to_html(run: &RunReport, title: &str) -> String {
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<script>\n{ERROR_SCRIPT}\n</script>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n",
-        esc(title)
+         <title>{}</title>\n<script>\n{}\n</script>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n",
+        esc(title),
+        error_script()
     );
     let (class, word) = match v {
         Verdict::Passed => ("v-passed", "passed"),
@@ -156,7 +166,7 @@ pub fn to_html(run: &RunReport, title: &str) -> String {
         esc(why.trim_start()),
         v.exit_code()
     );
-    let _ = write!(h, "</main>\n<script>\n{READY_SCRIPT}\n</script>\n</body>\n</html>\n");
+    let _ = write!(h, "</main>\n<script>\n{}\n</script>\n</body>\n</html>\n", ready_script());
     h
 }
 
