@@ -75,6 +75,7 @@ table.summary { border-collapse: collapse; width: 100%; }
 table.summary th, table.summary td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
 table.summary th { background: var(--panel); font-weight: 600; }
 table.summary td.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.summary td:not(:last-child), table.summary th { white-space: nowrap; }
 tr.fail td { background: #ffebe9; } tr.fail td.failures { color: var(--fail); font-weight: 700; }
 tr.na td { color: var(--muted); }
 body.hide-na tr.na { display: none; }
@@ -162,8 +163,9 @@ pub fn to_html(run: &RunReport, title: &str) -> String {
     let failures: u64 = run.ops.iter().flat_map(|s| s.rows.values()).map(|r| r.failures).sum();
     let _ = writeln!(
         h,
-        "<footer id=\"verdict\"><span class=\"verdict {class}\">{word}</span> {}: {judged} judgements, {failures} failed; exit code {}</footer>",
-        esc(why.trim_start()),
+        "<footer id=\"verdict\"><span class=\"verdict {class}\">{word}</span> {judged} cases judged over every \
+         row, {failures} failed{}; exit code {}</footer>",
+        esc(why),
         v.exit_code()
     );
     let _ = write!(h, "</main>\n<script>\n{}\n</script>\n</body>\n</html>\n", ready_script());
