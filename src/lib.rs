@@ -14,6 +14,7 @@ pub mod fsio;
 pub mod fuzzing;
 pub mod gen;
 pub mod harness;
+pub mod html;
 pub mod import;
 pub mod knobs;
 pub mod merge;

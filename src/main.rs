@@ -11,6 +11,7 @@ use bitparity::fsio::{check_folder_writable, check_writable, read_capped, write_
 use bitparity::fuzzing::Direction;
 use bitparity::gen::GenConfig;
 use bitparity::harness::{op_by_name, ops, DynOp};
+use bitparity::html;
 use bitparity::import::{ImportError, MAX_ARTIFACT_BYTES};
 use bitparity::knobs;
 use bitparity::merge;
@@ -84,6 +85,10 @@ struct CheckArgs {
     /// Write the summary as Markdown here (the nightly report).
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page here: the table,
+    /// every failure, charts of the coverage and of error/bound.
+    #[arg(long)]
+    html: Option<PathBuf>,
     /// The corpus new failures are saved to (default regressions/; failures
     /// of planted bugs are saved only when this is given).
     #[arg(long)]
@@ -137,6 +142,9 @@ enum Command {
         /// Write the merged summary as Markdown here.
         #[arg(long)]
         markdown: Option<PathBuf>,
+        /// Write the merged report as one self-contained HTML page here.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// Turn a fuzz artifact into a shrunk corpus entry (docs/fuzzing.md).
     Import {
@@ -170,7 +178,7 @@ fn main() -> ExitCode {
         Command::Replay { path, op, subject } => cmd_replay(&path, op.as_deref(), subject.as_deref()),
         Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
-        Command::Merge { summaries, json, markdown } => cmd_merge(&summaries, json, markdown),
+        Command::Merge { summaries, json, markdown, html } => cmd_merge(&summaries, json, markdown, html),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -255,7 +263,7 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         });
     }
     let gen = GenConfig::from_env()?;
-    for p in a.json.iter().chain(&a.markdown) {
+    for p in a.json.iter().chain(&a.markdown).chain(&a.html) {
         check_writable(p)?;
     }
     if a.no_save && a.corpus.is_some() {
@@ -358,7 +366,7 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         unavailable,
         interrupted: interrupt.load(Ordering::SeqCst),
     };
-    write_run(&run, a.json.as_deref(), a.markdown.as_deref(), "bitparity check")
+    write_run(&run, &outputs(&a), "bitparity check")
 }
 
 /// `check --devices`: the workers, their throughput, the merged summary.
@@ -425,23 +433,38 @@ fn check_on_devices(a: &CheckArgs, ordinals: &[usize], shard: Option<Shard>, see
         return Ok(Verdict::Failed.exit_code());
     }
     let run = merge::merge(&parts)?;
-    write_run(&run, a.json.as_deref(), a.markdown.as_deref(), "bitparity check")
+    write_run(&run, &outputs(a), "bitparity check")
 }
 
-/// Prints a run's table (to stderr when the JSON goes to stdout), writes its
-/// JSON and Markdown where asked; the run's exit code.
-fn write_run(run: &RunReport, json: Option<&Path>, markdown: Option<&Path>, title: &str) -> Outcome {
+/// Where a run's reports go (each checked writable before the run).
+struct Outputs<'a> {
+    json: Option<&'a Path>,
+    markdown: Option<&'a Path>,
+    html: Option<&'a Path>,
+}
+
+fn outputs(a: &CheckArgs) -> Outputs<'_> {
+    Outputs { json: a.json.as_deref(), markdown: a.markdown.as_deref(), html: a.html.as_deref() }
+}
+
+/// Prints a run's table (to stderr when a report goes to stdout), writes
+/// its JSON, Markdown and HTML where asked; the run's exit code.
+fn write_run(run: &RunReport, out: &Outputs, title: &str) -> Outcome {
     let table = report::to_table(run);
-    if json == Some(Path::new("-")) {
+    let to_stdout = [out.json, out.markdown, out.html].contains(&Some(Path::new("-")));
+    if to_stdout {
         eprint!("{table}");
     } else {
         emit(&table);
     }
-    if let Some(p) = json {
+    if let Some(p) = out.json {
         write_output(p, &report::to_json(run))?;
     }
-    if let Some(p) = markdown {
+    if let Some(p) = out.markdown {
         write_output(p, &report::to_markdown(run, &format!("{title}, {}", corpus::today())))?;
+    }
+    if let Some(p) = out.html {
+        write_output(p, &html::to_html(run, &html::title(title)))?;
     }
     Ok(run.verdict().exit_code())
 }
@@ -449,8 +472,8 @@ fn write_run(run: &RunReport, json: Option<&Path>, markdown: Option<&Path>, titl
 /// The most a summary file may hold: a run's summary is a few hundred KB.
 const MAX_SUMMARY_BYTES: u64 = 64 << 20;
 
-fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>) -> Outcome {
-    for p in json.iter().chain(&markdown) {
+fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>, html: Option<PathBuf>) -> Outcome {
+    for p in json.iter().chain(&markdown).chain(&html) {
         check_writable(p)?;
     }
     let mut parts = Vec::new();
@@ -462,7 +485,8 @@ fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>
         parts.push((name, r));
     }
     let run = merge::merge(&parts)?;
-    write_run(&run, json.as_deref(), markdown.as_deref(), "bitparity check (merged shards)")
+    let out = Outputs { json: json.as_deref(), markdown: markdown.as_deref(), html: html.as_deref() };
+    write_run(&run, &out, "bitparity check (merged shards)")
 }
 
 fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {

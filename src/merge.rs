@@ -16,7 +16,7 @@ use crate::gen::GenConfig;
 use crate::harness::op_by_name;
 use crate::knobs;
 use crate::report::{JsonReport, JsonRow, RunPlan, RunReport};
-use crate::runner::{FailureRecord, OpSummary, RowKey, RowStats, Shard};
+use crate::runner::{DimCounts, FailureRecord, OpSummary, RowKey, RowStats, Shard};
 use crate::subject::Skip;
 use std::collections::BTreeMap;
 
@@ -57,8 +57,21 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
         let mut summary = OpSummary { op: op.op.clone(), ..Default::default() };
         let mut classes: BTreeMap<String, u64> = BTreeMap::new();
         let mut failures: BTreeMap<(String, String, String), FailureRecord> = BTreeMap::new();
-        for (_, r) in parts {
+        let mut shapes: Vec<DimCounts> = Vec::new();
+        for (name, r) in parts {
             let o = &r.ops[i];
+            for d in &o.shapes {
+                let d = d.to_counts().map_err(|e| format!("{name}: {e}"))?;
+                match shapes.iter_mut().find(|s| s.dim == d.dim) {
+                    Some(s) => {
+                        s.position = s.position.min(d.position);
+                        for (a, b) in s.bins.iter_mut().zip(d.bins.iter()) {
+                            *a += b;
+                        }
+                    }
+                    None => shapes.push(d),
+                }
+            }
             summary.cases += o.cases;
             summary.seconds += o.seconds;
             summary.near_tie_cases += o.near_tie_cases;
@@ -83,6 +96,9 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
         let mut listed: Vec<(String, u64)> = classes.into_iter().collect();
         listed.sort_by_key(|(c, _)| order.iter().position(|o| o == c).unwrap_or(usize::MAX));
         summary.classes = listed;
+        // The order of the op's shape, as a run lists its dimensions.
+        shapes.sort_by(|a, b| (a.position, &a.dim).cmp(&(b.position, &b.dim)));
+        summary.shapes = shapes;
         summary.failures = failures.into_values().collect();
         summary.failures.sort_by(|a, b| (a.property, &a.subject).cmp(&(b.property, &b.subject)));
         for row in first.rows.iter().filter(|r| r.op == op.op) {
@@ -93,8 +109,13 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
                 subject: row.subject.clone(),
             };
             let mut stats = RowStats { not_applicable: row.not_applicable.clone(), ..Default::default() };
-            for (_, r) in parts {
+            for (name, r) in parts {
                 let Some(x) = r.rows.iter().find(|x| same_key(x, row)) else { continue };
+                // Every shard has the histogram or none has (`same_rows`).
+                if let Some(h) = &x.error_over_bound_histogram {
+                    let h = h.to_histogram().map_err(|e| format!("{name}: row {} / {}: {e}", x.property, x.subject))?;
+                    stats.histogram.get_or_insert_with(Default::default).merge(&h);
+                }
                 stats.cases += x.cases;
                 stats.failures += x.failures;
                 stats.not_applicable_cases += x.not_applicable_cases;
@@ -176,7 +197,15 @@ fn same_key(a: &JsonRow, b: &JsonRow) -> bool {
         == (b.op.as_str(), b.property, b.profile.as_str(), b.subject.as_str())
 }
 
-/// The same rows, in the same order, each n/a for the same reason.
+/// The same rows, in the same order, each n/a for the same reason, each
+/// with a ratio histogram or each without (a summary of an older bitparity
+/// has none: adding it to a newer one would give a histogram of part of
+/// the run).
 fn same_rows(a: &[JsonRow], b: &[JsonRow]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_key(x, y) && x.not_applicable == y.not_applicable)
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            same_key(x, y)
+                && x.not_applicable == y.not_applicable
+                && x.error_over_bound_histogram.is_some() == y.error_over_bound_histogram.is_some()
+        })
 }

@@ -3,8 +3,9 @@
 
 use crate::gen::GenConfig;
 use crate::props::Property;
-use crate::runner::{FailureRecord, OpSummary, Shard};
+use crate::runner::{DimCounts, FailureRecord, OpSummary, Shard, SIZE_BINS};
 use crate::subject::Skip;
+use oracles::mpfr::histogram::{RatioHistogram, BINS, MAX_EXP, MIN_EXP};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -91,7 +92,7 @@ impl RunReport {
 }
 
 /// A ratio readable at any size: 0.954, 3.2e12, inf.
-fn ratio_text(r: f64) -> String {
+pub(crate) fn ratio_text(r: f64) -> String {
     if r.is_infinite() {
         "inf".into()
     } else if r < 1000.0 {
@@ -104,7 +105,7 @@ fn ratio_text(r: f64) -> String {
 /// A row's err/bound cell, in the table and the Markdown alike: the worst
 /// ratio; `fd-order` for the finite-difference check (a convergence order,
 /// no ratio); `bitwise` only for properties that compare bits.
-fn measure(k: &crate::runner::RowKey, r: &crate::runner::RowStats) -> String {
+pub(crate) fn measure(k: &crate::runner::RowKey, r: &crate::runner::RowStats) -> String {
     match r.worst_error_over_bound {
         Some(x) => ratio_text(x),
         None if k.subject == crate::props::MPFR_SUBJECT => "fd-order".into(),
@@ -113,7 +114,7 @@ fn measure(k: &crate::runner::RowKey, r: &crate::runner::RowStats) -> String {
     }
 }
 
-fn notes(r: &crate::runner::RowStats) -> String {
+pub(crate) fn notes(r: &crate::runner::RowStats) -> String {
     let mut v = Vec::new();
     if r.near_ties > 0 {
         v.push(format!("{} near-tie rows", r.near_ties));
@@ -238,6 +239,91 @@ pub struct JsonRow {
     pub undetermined: u64,
     pub not_applicable_cases: u64,
     pub not_applicable: Option<String>,
+    /// Every judged output's |error| / bound, in power-of-two bins (the
+    /// rows judged against the profile's bound; `null` elsewhere).
+    pub error_over_bound_histogram: Option<JsonRatioHistogram>,
+}
+
+/// A row's ratio histogram ([`RatioHistogram`]) in the JSON summary, with
+/// only its non-empty bins; every output counted is in exactly one of
+/// `zero`, `log2`, `undetermined`, `unbounded`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonRatioHistogram {
+    /// Outputs computed exactly (error 0).
+    pub zero: u64,
+    /// Exponent e (a JSON key, so a string) -> outputs whose ratio lies in
+    /// (2^(e-1), 2^e]; e from -64 (which also holds every smaller positive
+    /// ratio) to 16 (every larger one, infinity included). e <= 0: within
+    /// the bound.
+    pub log2: BTreeMap<i32, u64>,
+    /// Outputs whose exact rounding stayed undetermined (kept apart).
+    pub undetermined: u64,
+    /// Outputs with no finite bound: not judged.
+    pub unbounded: u64,
+}
+
+impl JsonRatioHistogram {
+    pub fn of(h: &RatioHistogram) -> JsonRatioHistogram {
+        JsonRatioHistogram {
+            zero: h.zero,
+            log2: h.nonzero_bins().collect(),
+            undetermined: h.undetermined,
+            unbounded: h.unbounded,
+        }
+    }
+    /// The histogram back, refusing a bin no run writes.
+    pub fn to_histogram(&self) -> Result<RatioHistogram, String> {
+        let mut h = RatioHistogram {
+            zero: self.zero,
+            undetermined: self.undetermined,
+            unbounded: self.unbounded,
+            ..Default::default()
+        };
+        for (&e, &n) in &self.log2 {
+            if !(MIN_EXP..=MAX_EXP).contains(&e) {
+                return Err(format!("histogram bin 2^{e} is outside 2^{MIN_EXP}..2^{MAX_EXP}"));
+            }
+            h.bins[(e - MIN_EXP) as usize] = n;
+        }
+        debug_assert_eq!(h.bins.len(), BINS);
+        Ok(h)
+    }
+}
+
+/// The sizes of one dimension of an op's cases ([`DimCounts`]) in the JSON
+/// summary, with only its non-empty bins.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonDim {
+    /// The dimension's name in the op's shape (`T`, `E`, `H`, ...).
+    pub dim: String,
+    /// Its place in the op's shape (T = 0).
+    pub position: usize,
+    /// Bit length b (a JSON key, so a string) -> cases whose size has it:
+    /// b = 0 is size 0, otherwise sizes 2^(b-1) ..= 2^b - 1.
+    pub by_bit_length: BTreeMap<usize, u64>,
+}
+
+impl JsonDim {
+    pub fn of(d: &DimCounts) -> JsonDim {
+        JsonDim {
+            dim: d.dim.clone(),
+            position: d.position,
+            by_bit_length: d.bins.iter().enumerate().filter(|(_, &n)| n > 0).map(|(b, &n)| (b, n)).collect(),
+        }
+    }
+    /// The counts back, refusing a bit length no size has.
+    pub fn to_counts(&self) -> Result<DimCounts, String> {
+        let mut d = DimCounts::new(&self.dim, self.position);
+        for (&b, &n) in &self.by_bit_length {
+            if b >= SIZE_BINS {
+                return Err(format!("dimension {}: bit length {b} is larger than a size can have", self.dim));
+            }
+            d.bins[b] = n;
+        }
+        Ok(d)
+    }
 }
 
 /// An op of the JSON summary.
@@ -249,6 +335,8 @@ pub struct JsonOp {
     pub seconds: f64,
     pub near_tie_cases: u64,
     pub classes: BTreeMap<String, u64>,
+    /// The cases' sizes, per dimension, in the order of the op's shape.
+    pub shapes: Vec<JsonDim>,
     pub skipped: Vec<Skip>,
     pub failures: Vec<FailureRecord>,
 }
@@ -302,6 +390,7 @@ impl JsonReport {
                 undetermined: r.undetermined,
                 not_applicable_cases: r.not_applicable_cases,
                 not_applicable: r.not_applicable.clone(),
+                error_over_bound_histogram: r.histogram.as_ref().map(JsonRatioHistogram::of),
             })
             .collect();
         let ops = run
@@ -313,6 +402,7 @@ impl JsonReport {
                 seconds: s.seconds,
                 near_tie_cases: s.near_tie_cases,
                 classes: s.classes.iter().cloned().collect(),
+                shapes: s.shapes.iter().map(JsonDim::of).collect(),
                 skipped: s.skipped.clone(),
                 failures: s.failures.clone(),
             })
@@ -386,4 +476,31 @@ pub fn to_markdown(run: &RunReport, title: &str) -> String {
         }
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_round_trip_through_json_and_refuse_what_no_run_writes() {
+        let mut h = RatioHistogram::default();
+        for r in [0.0, 1e-30, 0.5, 1.0, f64::INFINITY] {
+            h.add_ratio(r);
+        }
+        h.unbounded = 3;
+        let text = serde_json::to_string(&JsonRatioHistogram::of(&h)).unwrap();
+        assert_eq!(text, r#"{"zero":1,"log2":{"-64":1,"-1":1,"0":1,"16":1},"undetermined":0,"unbounded":3}"#);
+        let back: JsonRatioHistogram = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.to_histogram().unwrap(), h);
+        let out_of_range: JsonRatioHistogram =
+            serde_json::from_str(r#"{"zero":0,"log2":{"17":1},"undetermined":0,"unbounded":0}"#).unwrap();
+        assert!(out_of_range.to_histogram().unwrap_err().contains("2^17"));
+        assert!(serde_json::from_str::<JsonRatioHistogram>(
+            r#"{"zero":0,"log2":{},"undetermined":0,"unbounded":0,"x":1}"#
+        )
+        .is_err());
+        let dim: JsonDim = serde_json::from_str(r#"{"dim":"T","position":0,"by_bit_length":{"65":1}}"#).unwrap();
+        assert!(dim.to_counts().is_err());
+    }
 }

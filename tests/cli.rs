@@ -68,6 +68,42 @@ fn a_planted_failure_goes_to_the_corpus_and_replays() {
 }
 
 #[test]
+fn check_writes_an_html_report_and_refuses_an_unwritable_path_before_the_run() {
+    let dir = tmp("html");
+    let page = dir.join("report.html");
+    let out = bitparity()
+        .args(["check", "--op", "router", "--subject", "bug:fast-exp", "--property", "conformance"])
+        .args(["--property", "accuracy", "--cases", "20", "--seed", "2", "--quiet", "--no-save", "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for s in [
+        "id=\"summary-router\"",
+        "id=\"failures-router\"",
+        "FAILED router / conformance / bug:fast-exp",
+        "ULP distance",
+        "<svg",
+    ] {
+        assert!(html.contains(s), "{s} missing");
+    }
+    // No temporary file is left beside it (written atomically).
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    for bad in [dir.join("no-such-folder").join("r.html"), dir.clone()] {
+        let out = bitparity()
+            .args(["check", "--cases", "100000", "--quiet", "--no-save", "--html"])
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}: {}", bad.display(), String::from_utf8_lossy(&out.stderr));
+        let out = bitparity().args(["merge", "x.json", "--html"]).arg(&bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&bad.display().to_string()));
+    }
+}
+
+#[test]
 fn bad_input_gets_a_clear_error() {
     let out = bitparity().args(["check", "--subject", "nonsense"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

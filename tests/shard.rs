@@ -53,12 +53,24 @@ fn timeless_table(s: &str) -> String {
         .join("\n")
 }
 
+/// The HTML report without its times and its title (which names the
+/// command: `check` or `merge`).
+fn timeless_html(path: &Path) -> String {
+    let page = std::fs::read_to_string(path).unwrap();
+    let kept: Vec<&str> = page.lines().filter(|l| !l.contains("<title>") && !l.contains("<h1>")).collect();
+    timeless_table(&kept.join("\n"))
+}
+
 /// Runs `args` unsharded (on 2 threads) and in `n` shards (on 1 thread
-/// each, given to merge in reverse order); both summaries and tables.
+/// each, given to merge in reverse order); both summaries and tables. Both
+/// also write their HTML reports, `whole.html` and `merged.html` in the
+/// folder `name`.
 fn unsharded_and_merged(name: &str, args: &[&str], n: usize) -> (String, String, Output, Output) {
     let dir = tmp(name);
     let whole = dir.join("whole.json");
-    let w = check(2, args, None, &whole);
+    let whole_html = dir.join("whole.html");
+    let with_html: Vec<&str> = args.iter().copied().chain(["--html", whole_html.to_str().unwrap()]).collect();
+    let w = check(2, &with_html, None, &whole);
     let mut parts = Vec::new();
     for i in (1..=n).rev() {
         let p = dir.join(format!("shard-{i}.json"));
@@ -67,7 +79,15 @@ fn unsharded_and_merged(name: &str, args: &[&str], n: usize) -> (String, String,
         parts.push(p);
     }
     let merged = dir.join("merged.json");
-    let m = bitparity(1).arg("merge").args(&parts).arg("--json").arg(&merged).output().unwrap();
+    let m = bitparity(1)
+        .arg("merge")
+        .args(&parts)
+        .arg("--json")
+        .arg(&merged)
+        .arg("--html")
+        .arg(dir.join("merged.html"))
+        .output()
+        .unwrap();
     (timeless(&whole), timeless(&merged), w, m)
 }
 
@@ -88,6 +108,28 @@ fn merged_shards_are_the_unsharded_run() {
     assert!(ops >= 3, "every op ran");
     assert_eq!(v["cases"], 25 * ops, "25 cases of each op, each judged once");
     assert!(v["plan"]["shard"].is_null());
+    // The histograms were added, not taken from one shard: every accuracy
+    // row's counts cover all 25 cases' outputs, and each op's T sizes 25 cases.
+    let mut histograms = 0;
+    for row in v["rows"].as_array().unwrap() {
+        let h = &row["error_over_bound_histogram"];
+        if row["property"] == "accuracy" && row["not_applicable"].is_null() {
+            let bins: u64 = h["log2"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum();
+            let total =
+                bins + ["zero", "undetermined", "unbounded"].iter().map(|k| h[k].as_u64().unwrap()).sum::<u64>();
+            assert!(total >= 25, "{row}: fewer outputs than cases");
+            histograms += 1;
+        }
+    }
+    assert!(histograms as u64 >= ops, "an accuracy histogram per op at least");
+    for o in v["ops"].as_array().unwrap() {
+        let t = &o["shapes"][0];
+        assert_eq!(t["dim"], "T");
+        assert_eq!(t["by_bit_length"].as_object().unwrap().values().map(|n| n.as_u64().unwrap()).sum::<u64>(), 25);
+    }
+    // The HTML report of the merge is the unsharded run's, charts included.
+    let dir = std::env::temp_dir().join(format!("bitparity-shard-{}-clean", std::process::id()));
+    assert_eq!(timeless_html(&dir.join("whole.html")), timeless_html(&dir.join("merged.html")));
 }
 
 #[test]

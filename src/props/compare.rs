@@ -12,6 +12,73 @@ pub fn bits(x: f32) -> String {
     format!("{:#010x} ({})", x.to_bits(), hexf::format(x))
 }
 
+/// A bit difference read back from a failure message: the output, the
+/// bits expected and the bits got. Failure messages are the one form a
+/// failure takes (the shrinker, the corpus note and the reports all carry
+/// the text), so the reports read the bits back from it; the two message
+/// shapes are written by this module only ([`bits`], [`diff_groups`],
+/// [`diff_transformed`]), and a test ties the reader to them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BitDiff {
+    /// The output that differs (`backward grad[0][1]`).
+    pub output: String,
+    pub expected: u32,
+    pub got: u32,
+}
+
+impl BitDiff {
+    /// The distance in units in the last place between the two values:
+    /// how many f32s lie between them, plus one (0 for +0.0 and -0.0, whose
+    /// bits differ by the sign alone). `None` where it means nothing: a NaN.
+    pub fn ulps(&self) -> Option<u64> {
+        let (a, b) = (f32::from_bits(self.expected), f32::from_bits(self.got));
+        if a.is_nan() || b.is_nan() {
+            return None;
+        }
+        // The f32s in order as integers: negative ones mirrored below zero.
+        let ordered = |x: u32| if x & 0x8000_0000 != 0 { -((x & 0x7fff_ffff) as i64) } else { x as i64 };
+        Some(ordered(self.expected).abs_diff(ordered(self.got)))
+    }
+}
+
+/// `0x` and eight hex digits at the start of `s`: the bits, and the rest.
+fn hex_bits(s: &str) -> Option<(u32, &str)> {
+    let digits = s.strip_prefix("0x")?.get(..8)?;
+    let v = u32::from_str_radix(digits, 16).ok()?;
+    Some((v, &s[10..]))
+}
+
+/// `(...)` at the start of `s` (the value in hex-float), skipped.
+fn skip_value(s: &str) -> Option<&str> {
+    let s = s.strip_prefix(" (")?;
+    Some(&s[s.find(')')? + 1..])
+}
+
+/// The output named just before `at` in `message`: after the last `": "`.
+fn output_before(message: &str, at: usize) -> String {
+    let head = &message[..at];
+    head.rsplit_once(": ").map_or(head, |(_, o)| o).to_string()
+}
+
+/// The bits a failure message says differ, when it compares bits: `X:
+/// expected 0x.. (v), got 0x.. (v)` or `X = 0x.. (v), expected +0.0`.
+pub fn bit_diff(message: &str) -> Option<BitDiff> {
+    if let Some(at) = message.find(": expected 0x") {
+        let (expected, rest) = hex_bits(&message[at + ": expected ".len()..])?;
+        let rest = skip_value(rest)?.strip_prefix(", got ")?;
+        let (got, rest) = hex_bits(rest)?;
+        skip_value(rest)?;
+        return Some(BitDiff { output: output_before(message, at), expected, got });
+    }
+    let at = message.find(" = 0x")?;
+    let (got, rest) = hex_bits(&message[at + " = ".len()..])?;
+    skip_value(rest)?.starts_with(", expected +0.0").then(|| BitDiff {
+        output: output_before(message, at),
+        expected: 0,
+        got,
+    })
+}
+
 /// The first difference between two groups' values at the same positions
 /// (`label` names position i), comparing `idx` positions of each.
 fn first_diff<'a>(
@@ -118,6 +185,39 @@ mod tests {
         assert_eq!(diff_groups(&ga, &[g("x", Rows::Global, 2, &b)]), None);
         let d = diff_groups(&ga, &[g("x", Rows::Global, 2, &c)]).unwrap();
         assert!(d.starts_with("x[1]: expected 0x00000000"), "{d}");
+    }
+
+    #[test]
+    fn bit_diffs_are_read_back_from_both_message_shapes() {
+        let a = [1.0f32, 2.0];
+        let b = [1.0f32, f32::from_bits(2.0f32.to_bits() + 3)];
+        let d = diff_groups(&[g("w", Rows::Global, 2, &a)], &[g("w", Rows::Global, 2, &b)]).unwrap();
+        let read = bit_diff(&format!("appended padding: backward {d}")).unwrap();
+        assert_eq!(read, BitDiff { output: "backward w[1]".into(), expected: 2.0f32.to_bits(), got: b[1].to_bits() });
+        assert_eq!(read.ulps(), Some(3));
+        let t = Transform {
+            what: String::new(),
+            case: (),
+            rows: vec![None],
+            same_global: false,
+            unmapped_zero: true,
+            local_only: false,
+        };
+        let d = diff_transformed(
+            &[g("grad", Rows::PerToken { local: false }, 1, &[])],
+            &[g("grad", Rows::PerToken { local: false }, 1, &[-0.0])],
+            &t,
+        )
+        .unwrap();
+        let read = bit_diff(&d).unwrap();
+        assert_eq!((read.output.as_str(), read.expected, read.got), ("grad[0][0]", 0, 0x8000_0000));
+        assert_eq!(read.ulps(), Some(0), "the sign of zero alone");
+        // Across zero, and where ULPs mean nothing.
+        let across = BitDiff { output: String::new(), expected: (-f32::from_bits(1)).to_bits(), got: 1 };
+        assert_eq!(across.ulps(), Some(2));
+        assert_eq!(BitDiff { output: String::new(), expected: f32::NAN.to_bits(), got: 0 }.ulps(), None);
+        assert_eq!(bit_diff("forward outside its bound: loss: computed 1e0, exact 2e0, bound 1e-7"), None);
+        assert_eq!(bit_diff("counts: expected 3, got 4"), None);
     }
 
     #[test]

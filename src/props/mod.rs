@@ -8,6 +8,7 @@ pub mod compare;
 use crate::harness::{Harness, Metamorphic};
 use crate::subject::{Subject, SubjectError, SubjectKind};
 use compare::{diff_groups, diff_transformed};
+use oracles::mpfr::histogram::RatioHistogram;
 use oracles::mpfr::reference::{Accuracy, BackwardReference, ForwardReference};
 use oracles::op::{self, Op, Profile};
 use serde::{Deserialize, Serialize};
@@ -109,6 +110,9 @@ pub struct Judgement {
     pub kinks: usize,
     /// Exact outputs whose correct f32 rounding stayed undetermined.
     pub undetermined: usize,
+    /// Every output's |error| / bound (accuracy and gradient, when the
+    /// outputs could be judged at all).
+    pub histogram: Option<RatioHistogram>,
 }
 
 impl Judgement {
@@ -323,6 +327,7 @@ fn bounded(what: &str, judged: Result<Accuracy, String>) -> Judgement {
             near_ties: acc.near_ties,
             unbounded: acc.unbounded,
             undetermined: acc.undetermined,
+            histogram: Some(acc.histogram),
             ..Default::default()
         },
     }

@@ -12,6 +12,7 @@ use crate::props::{applies, finite_differences, judge, Judgement, Property, Refe
 use crate::shrink::shrink;
 use crate::subject::{Skip, SubjectRef};
 use indicatif::{ProgressBar, ProgressStyle};
+use oracles::mpfr::histogram::RatioHistogram;
 use oracles::op::{Op, Profile};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -122,6 +123,64 @@ pub struct RowStats {
     pub unbounded: u64,
     pub kinks: u64,
     pub undetermined: u64,
+    /// Every judged output's |error| / bound (the rows of accuracy and of
+    /// the gradient against the profile's bound; `None` elsewhere).
+    #[serde(skip)]
+    pub histogram: Option<RatioHistogram>,
+}
+
+/// The number of power-of-two bins of a dimension's sizes: bin b holds the
+/// sizes of bit length b (0; 1; 2..3; 4..7; ...), every usize included.
+pub const SIZE_BINS: usize = usize::BITS as usize + 1;
+
+/// How many cases had each size of one dimension (T, E, H, ...), by powers
+/// of two: bounded memory whatever the sizes, and exact sums across shards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimCounts {
+    /// The dimension's name, as the op's shape spells it.
+    pub dim: String,
+    /// Its place in the op's shape (T = 0): the order the report lists the
+    /// dimensions in, the same whichever case was seen first.
+    pub position: usize,
+    /// `bins[b]`: cases whose size has bit length b.
+    pub bins: [u64; SIZE_BINS],
+}
+
+impl DimCounts {
+    pub fn new(dim: &str, position: usize) -> DimCounts {
+        DimCounts { dim: dim.to_string(), position, bins: [0; SIZE_BINS] }
+    }
+    /// The bin of a size: its bit length.
+    pub fn bin(size: usize) -> usize {
+        (usize::BITS - size.leading_zeros()) as usize
+    }
+    /// The sizes bin `b` holds, as (least, greatest).
+    pub fn range(b: usize) -> (u128, u128) {
+        match b {
+            0 => (0, 0),
+            _ => (1u128 << (b - 1), (1u128 << b) - 1),
+        }
+    }
+    pub fn cases(&self) -> u64 {
+        self.bins.iter().sum()
+    }
+}
+
+/// Adds a case's dims to the per-dimension counts, keeping them in the
+/// order of the op's shape.
+pub fn count_dims(shapes: &mut Vec<DimCounts>, dims: &[(&'static str, usize)]) {
+    for (position, &(name, size)) in dims.iter().enumerate() {
+        let i = match shapes.iter().position(|d| d.dim == name) {
+            Some(i) => i,
+            None => {
+                shapes.push(DimCounts::new(name, position));
+                shapes.sort_by(|a, b| (a.position, &a.dim).cmp(&(b.position, &b.dim)));
+                shapes.iter().position(|d| d.dim == name).unwrap_or(0)
+            }
+        };
+        shapes[i].position = shapes[i].position.min(position);
+        shapes[i].bins[DimCounts::bin(size)] += 1;
+    }
 }
 
 /// What happened to a failure's shrunk case.
@@ -212,6 +271,9 @@ pub struct OpSummary {
     pub rows: BTreeMap<RowKey, RowStats>,
     /// Cases that exercised each class, every class listed.
     pub classes: Vec<(String, u64)>,
+    /// The cases' sizes, per dimension of the op's shape.
+    #[serde(skip)]
+    pub shapes: Vec<DimCounts>,
     /// Cases where some exact decision differed from the profile's.
     pub near_tie_cases: u64,
     pub skipped: Vec<Skip>,
@@ -245,7 +307,11 @@ pub fn rows_for<O: Harness>(subjects: &[SubjectRef<O>], properties: &[Property])
         for s in subjects {
             let key = RowKey { op: O::NAME.into(), property: p, profile: profile_name(s), subject: s.name() };
             let not_applicable = applies(p, s.as_ref()).err();
-            rows.insert(key, RowStats { not_applicable, ..Default::default() });
+            // The rows judged against the profile's bound keep the
+            // distribution of their ratios.
+            let histogram = (matches!(p, Property::Accuracy | Property::Gradient) && not_applicable.is_none())
+                .then(RatioHistogram::default);
+            rows.insert(key, RowStats { not_applicable, histogram, ..Default::default() });
         }
         if p == Property::Gradient {
             let key = RowKey { op: O::NAME.into(), property: p, profile: "-".into(), subject: MPFR_SUBJECT.into() };
@@ -307,6 +373,9 @@ pub fn tally(row: &mut RowStats, j: &Judgement) {
         return;
     }
     row.cases += 1;
+    if let Some(h) = &j.histogram {
+        row.histogram.get_or_insert_with(RatioHistogram::default).merge(h);
+    }
     if let Some(r) = j.ratio {
         row.worst_error_over_bound = Some(row.worst_error_over_bound.unwrap_or(0.0).max(r));
     }
@@ -519,6 +588,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
         ..Default::default()
     });
     let classes: Mutex<BTreeMap<O::Class, u64>> = Mutex::new(BTreeMap::new());
+    let shapes: Mutex<Vec<DimCounts>> = Mutex::new(Vec::new());
     // Per row, the position of the case whose failure was shrunk (the first
     // found: shrunk and saved at once) and the lowest failing position. The
     // report shows the lowest one's failure, so that it does not depend on
@@ -573,6 +643,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                         *c.entry(class).or_default() += 1;
                     }
                 }
+                count_dims(&mut lock(&shapes), &O::dims(&case));
                 let mut new_failures = Vec::new();
                 let (done, fails) = {
                     let mut st = lock(&state);
@@ -653,6 +724,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
     }
     summary.failures = records.into_inner().unwrap_or_else(|e| e.into_inner()).into_values().collect();
     let counts = classes.into_inner().unwrap_or_else(|e| e.into_inner());
+    summary.shapes = shapes.into_inner().unwrap_or_else(|e| e.into_inner());
     summary.classes = O::classes().iter().map(|c| (c.to_string(), counts.get(c).copied().unwrap_or(0))).collect();
     summary.failures.sort_by(|a, b| (a.property, &a.subject).cmp(&(b.property, &b.subject)));
     summary.seconds = start.elapsed().as_secs_f64();
@@ -687,6 +759,76 @@ mod shard_tests {
         assert_eq!(Shard::parse("2/8"), Ok(Shard { index: 2, count: 8 }));
         for bad in ["0/1", "2/1", "1", "a/b", "1/0", ""] {
             assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod histogram_tests {
+    use super::*;
+    use crate::harness::available;
+    use crate::subject::SubjectKind;
+    use oracles::mpfr::histogram::bin_exponent;
+    use oracles::op::seqwise_loss::SeqwiseLoss;
+    use oracles::op::{Group, Values};
+
+    fn reals<N>(groups: &[Group<'_, N>]) -> u64 {
+        groups.iter().map(|g| if let Values::Real(v) = &g.values { v.len() as u64 } else { 0 }).sum()
+    }
+
+    #[test]
+    fn every_judged_output_is_in_its_rows_histogram_once() {
+        let plan = Plan {
+            properties: vec![Property::Accuracy, Property::Gradient, Property::Conformance],
+            cases: Some(12),
+            seconds: None,
+            first_case: 0,
+            shard: None,
+            seed: 3,
+            gen: GenConfig { max_te: 256, ..GenConfig::default() },
+            save: SavePolicy::default(),
+            progress: false,
+            interrupt: Arc::new(AtomicBool::new(false)),
+        };
+        let subjects: Vec<SubjectRef<SeqwiseLoss>> =
+            available::<SeqwiseLoss>().subjects.into_iter().filter(|s| s.kind() != SubjectKind::Device).collect();
+        let summary = check::<SeqwiseLoss>(&plan, &subjects, Vec::new());
+        assert!(!summary.failed());
+        // The real outputs of the 12 cases, counted apart from the judging.
+        let (mut fwd, mut bwd) = (0, 0);
+        for i in 0..12 {
+            let case = case_at::<SeqwiseLoss>(plan.seed, i, &plan.gen);
+            let p = SeqwiseLoss::profiles()[0].clone();
+            fwd += reals(&SeqwiseLoss::fwd_groups(&case, &oracles::op::forward::<SeqwiseLoss>(&case, &p).unwrap()));
+            bwd += reals(&SeqwiseLoss::bwd_groups(&case, &oracles::op::backward::<SeqwiseLoss>(&case, &p).unwrap()));
+        }
+        let mut rows_with_histograms = 0;
+        for (k, r) in &summary.rows {
+            let Some(h) = &r.histogram else {
+                assert!(
+                    k.property == Property::Conformance || k.subject == MPFR_SUBJECT || r.not_applicable.is_some(),
+                    "{k:?} has no histogram"
+                );
+                continue;
+            };
+            rows_with_histograms += 1;
+            let expected = if k.property == Property::Accuracy { fwd } else { bwd };
+            assert_eq!(h.total(), expected, "{k:?}: every output counted once");
+            assert_eq!(h.unbounded, r.unbounded, "{k:?}");
+            // The worst ratio lies in the highest non-empty bin (where no
+            // output was kept apart as undetermined: the worst counts those).
+            let top = h.nonzero_bins().last().map(|(e, _)| e);
+            match r.worst_error_over_bound {
+                _ if h.undetermined > 0 => {}
+                Some(w) if w > 0.0 => assert_eq!(top, Some(bin_exponent(w)), "{k:?}"),
+                _ => assert_eq!(top, None, "{k:?}"),
+            }
+        }
+        assert!(rows_with_histograms >= 4, "accuracy and gradient, for each CPU subject");
+        // Every case's size is counted once per dimension.
+        assert_eq!(summary.shapes.iter().map(|d| d.dim.as_str()).take(2).collect::<Vec<_>>(), ["T", "E"]);
+        for d in summary.shapes.iter().filter(|d| d.dim != "k") {
+            assert_eq!(d.cases(), 12, "{}", d.dim);
         }
     }
 }

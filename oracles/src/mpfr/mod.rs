@@ -63,6 +63,7 @@
 //! exactly as long as the bf16 rounding is open.
 
 pub mod bound;
+pub mod histogram;
 pub mod interval;
 pub mod rational;
 pub mod reference;

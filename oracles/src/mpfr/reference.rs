@@ -2,6 +2,7 @@
 //! loop over the whole computation) on the profile's decisions, and the
 //! profile's own rigorous bound (the profile run on [`Bounded`]).
 
+use super::histogram::RatioHistogram;
 use super::rational::Rat;
 #[cfg(test)]
 use super::Bound;
@@ -22,6 +23,10 @@ pub struct ExactResult<T> {
     /// Real outputs whose correct rounding neither Ziv's loop (up to
     /// [`MAX_PREC`]) nor the rational evaluation settled.
     pub undetermined: usize,
+    /// The positions of those outputs among the real outputs, in the op's
+    /// group order (so that their ratios are kept apart, see
+    /// [`RatioHistogram::undetermined`]); as many as `undetermined`.
+    pub undetermined_at: Vec<usize>,
     /// Real outputs left open by Ziv's loop at [`MAX_PREC`] that the
     /// rational evaluation settled (an exact f32 midpoint, say).
     pub rational: usize,
@@ -66,18 +71,26 @@ fn ziv<T, R, D, E>(
             prec *= 2;
             continue;
         }
-        let rational = if open.is_empty() {
-            0
+        let undetermined_at: Vec<usize> = if open.is_empty() {
+            Vec::new()
         } else {
             let rat = rational(&run.decisions)?;
             let rat_groups = rational_groups(&rat.out);
             let values: Vec<&Rat> = reals(&rat_groups).collect();
-            open.iter().filter(|(i, x)| values.get(*i).is_some_and(|r| settles(r, x))).count()
+            open.iter().filter(|(i, x)| !values.get(*i).is_some_and(|r| settles(r, x))).map(|(i, _)| *i).collect()
         };
-        let undetermined = open.len() - rational;
+        let (undetermined, rational) = (undetermined_at.len(), open.len() - undetermined_at.len());
         drop(out_groups);
         let (near_ties, contradicted) = (run.near_ties, run.contradicted);
-        return Ok(ExactResult { out: run.out, near_ties, prec, undetermined, rational, contradicted });
+        return Ok(ExactResult {
+            out: run.out,
+            near_ties,
+            prec,
+            undetermined,
+            undetermined_at,
+            rational,
+            contradicted,
+        });
     }
 }
 
@@ -123,7 +136,7 @@ pub fn exact_backward<O: Op>(
 
 /// Accuracy of a result: how many outputs were judged, which were outside
 /// their bound, how many had no finite bound or no settled exact rounding,
-/// and the worst |error| / bound.
+/// the worst |error| / bound and the distribution of the ratios.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Accuracy {
     pub judged: usize,
@@ -132,12 +145,20 @@ pub struct Accuracy {
     pub worst_ratio: f64,
     pub near_ties: usize,
     pub undetermined: usize,
+    /// Every real output judged, by its ratio (`judged` of them).
+    pub histogram: RatioHistogram,
 }
 
 impl Accuracy {
-    fn add(&mut self, what: impl FnOnce() -> String, computed: f32, bound: f64, exact: &Exact) {
+    fn add(&mut self, what: impl FnOnce() -> String, computed: f32, bound: f64, exact: &Exact, undetermined: bool) {
         self.judged += 1;
-        match super::judge(computed, bound, exact) {
+        let verdict = super::judge(computed, bound, exact);
+        match verdict {
+            Verdict::Unbounded => self.histogram.unbounded += 1,
+            _ if undetermined => self.histogram.undetermined += 1,
+            Verdict::Within { ratio } | Verdict::Outside { ratio } => self.histogram.add_ratio(ratio),
+        }
+        match verdict {
             Verdict::Within { ratio } => self.worst_ratio = self.worst_ratio.max(ratio),
             Verdict::Outside { ratio } => {
                 self.worst_ratio = self.worst_ratio.max(ratio);
@@ -155,9 +176,18 @@ impl Accuracy {
 
     /// Judges `computed` group by group: integers must equal the exact ones,
     /// every real output must lie within its bound (from `bounded`) of the
-    /// exact value.
-    pub fn of(computed: &[Group<f32>], bounded: &[Group<Bounded>], exact: &[Group<Exact>]) -> Self {
+    /// exact value. `undetermined_at` are the positions, among the real
+    /// outputs, of those whose exact rounding stayed undetermined
+    /// ([`ExactResult::undetermined_at`]).
+    pub fn of(
+        computed: &[Group<f32>],
+        bounded: &[Group<Bounded>],
+        exact: &[Group<Exact>],
+        undetermined_at: &[usize],
+    ) -> Self {
         let mut acc = Accuracy::default();
+        // The position of the next real output, counted as `reals` does.
+        let mut position = 0usize;
         for ((c, b), x) in computed.iter().zip(bounded).zip(exact) {
             match (&c.values, &b.values, &x.values) {
                 (Values::Int(ci), _, Values::Int(xi)) => {
@@ -168,13 +198,20 @@ impl Accuracy {
                 (Values::Real(cv), Values::Real(bv), Values::Real(xv)) => {
                     if cv.len() != xv.len() || bv.len() != xv.len() {
                         acc.outside.push(format!("{}: {} values, expected {}", c.name, cv.len(), xv.len()));
+                        position += xv.len();
                         continue;
                     }
                     for (i, ((cv, bv), xv)) in cv.iter().zip(bv.iter()).zip(xv.iter()).enumerate() {
-                        acc.add(|| c.label(i), *cv, bv.err, xv);
+                        acc.add(|| c.label(i), *cv, bv.err, xv, undetermined_at.contains(&(position + i)));
+                    }
+                    position += xv.len();
+                }
+                _ => {
+                    acc.outside.push(format!("{}: not the kind of output the op defines", c.name));
+                    if let Values::Real(xv) = &x.values {
+                        position += xv.len();
                     }
                 }
-                _ => acc.outside.push(format!("{}: not the kind of output the op defines", c.name)),
             }
         }
         if computed.len() != exact.len() {
@@ -207,6 +244,7 @@ impl<O: Op> ForwardReference<O> {
             &O::fwd_groups(case, computed),
             &O::fwd_groups(case, &self.bounded.out),
             &O::fwd_groups(case, &self.exact.out),
+            &self.exact.undetermined_at,
         );
         acc.near_ties = self.exact.near_ties;
         acc.undetermined = self.exact.undetermined;
@@ -235,6 +273,7 @@ impl<O: Op> BackwardReference<O> {
             &O::bwd_groups(case, computed),
             &O::bwd_groups(case, &self.bounded.out),
             &O::bwd_groups(case, &self.exact.out),
+            &self.exact.undetermined_at,
         );
         acc.near_ties = self.exact.near_ties;
         acc.undetermined = self.exact.undetermined;
