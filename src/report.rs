@@ -130,6 +130,10 @@ fn notes(r: &crate::runner::RowStats) -> String {
     if r.not_applicable_cases > 0 {
         v.push(format!("{} cases n/a", r.not_applicable_cases));
     }
+    if r.unavailable > 0 {
+        let why: String = r.unavailable_reason.as_deref().unwrap_or("").chars().take(80).collect();
+        v.push(format!("{} cases unavailable ({why})", r.unavailable));
+    }
     v.join(", ")
 }
 
@@ -238,6 +242,11 @@ pub struct JsonRow {
     pub undetermined: u64,
     pub not_applicable_cases: u64,
     pub not_applicable: Option<String>,
+    /// Cases the subject declared unavailable (absent in older summaries).
+    #[serde(default)]
+    pub unavailable: u64,
+    #[serde(default)]
+    pub unavailable_reason: Option<String>,
 }
 
 /// An op of the JSON summary.
@@ -302,6 +311,8 @@ impl JsonReport {
                 undetermined: r.undetermined,
                 not_applicable_cases: r.not_applicable_cases,
                 not_applicable: r.not_applicable.clone(),
+                unavailable: r.unavailable,
+                unavailable_reason: r.unavailable_reason.clone(),
             })
             .collect();
         let ops = run

@@ -85,7 +85,7 @@ impl fmt::Display for ResolveError {
 }
 
 /// The testing half of an op.
-pub trait Harness: Op {
+pub trait Harness: Op + crate::exec::Wire {
     /// The adversarial classes of the op's generator (SPEC section 7).
     type Class: Copy + Ord + fmt::Display + Send + Sync + 'static;
     /// The prefix of the op's fuzz targets (`loss` for `loss_fwd`, `loss_bwd`).
@@ -201,9 +201,12 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
                         names.join(", ")
                     ))),
                 }
+            } else if let Some(r) = crate::exec::resolve::<O>(name) {
+                r
             } else {
                 Err(ResolveError::Unknown(format!(
-                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile> or bug:<name>"
+                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile>, bug:<name>, \
+                     exec:<command> or a subject of bitparity.toml"
                 )))
             }
         }

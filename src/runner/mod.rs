@@ -122,6 +122,10 @@ pub struct RowStats {
     pub unbounded: u64,
     pub kinks: u64,
     pub undetermined: u64,
+    /// Cases the subject declared unavailable (an honest skip: never
+    /// counted as judged), and the first reason it gave.
+    pub unavailable: u64,
+    pub unavailable_reason: Option<String>,
 }
 
 /// What happened to a failure's shrunk case.
@@ -302,6 +306,11 @@ pub fn tally(row: &mut RowStats, j: &Judgement) {
     row.unbounded += j.unbounded as u64;
     row.kinks += j.kinks as u64;
     row.undetermined += j.undetermined as u64;
+    if let Some(why) = &j.unavailable {
+        row.unavailable += 1;
+        row.unavailable_reason.get_or_insert_with(|| why.clone());
+        return;
+    }
     if j.not_applicable {
         row.not_applicable_cases += 1;
         return;
