@@ -28,6 +28,8 @@ pub const MAX_HEADER: u32 = 1 << 20;
 /// Stderr lines kept for a crash report, and the characters kept of each.
 const STDERR_LINES: usize = 12;
 const STDERR_LINE_CHARS: usize = 300;
+/// The least time a child has for its handshake.
+pub const STARTUP: Duration = Duration::from_secs(30);
 /// Chunks of stdout the reader thread may hold ahead of the parser: a child
 /// that floods its stdout is slowed by the pipe, not buffered into memory.
 const READ_AHEAD: usize = 16;
@@ -257,7 +259,9 @@ impl Child {
             dead: false,
             eof: false,
         };
-        let deadline = Instant::now() + spec.timeout;
+        // Starting may take longer than a reply (a GPU provider imports
+        // torch and initialises CUDA): the handshake gets at least this.
+        let deadline = Instant::now() + spec.timeout.max(STARTUP);
         match child.read_hello(deadline) {
             Ok(h) => Ok((child, h)),
             Err(why) => Err(StartError::Handshake(child.fail(&format!("handshake: {why}")))),
@@ -383,13 +387,23 @@ impl Child {
                 Ok(Some(chunk)) => self.pending.extend(chunk),
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => {
                     self.eof = true;
-                    return Err(format!(
-                        "its stdout closed {}",
-                        if self.pending.is_empty() { "".to_string() } else { format!("in the middle of a frame ({} of {n} bytes)", self.pending.len()) }
-                    ))
+                    let midway = if self.pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" in the middle of a frame ({} of {n} bytes)", self.pending.len())
+                    };
+                    return Err(format!("its stdout closed{midway}"));
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!("no reply within {} s (the subject's timeout)", self.timeout.as_secs_f64()))
+                    let midway = if self.pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": the frame stopped after {} of {n} bytes", self.pending.len())
+                    };
+                    return Err(format!(
+                        "no reply within {} s (the subject's timeout){midway}",
+                        self.timeout.as_secs_f64()
+                    ));
                 }
             }
         }
