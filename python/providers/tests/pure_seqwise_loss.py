@@ -11,6 +11,7 @@ bits (tests/exec.rs).
 """
 import math
 import struct
+import sys
 
 import _path  # noqa: F401
 import bitparity
@@ -20,6 +21,13 @@ INF = float("inf")
 NAN = float("nan")
 EPS = _F.unpack(_F.pack(1e-12))[0]
 EPS2 = _F.unpack(_F.pack(1e-20))[0]
+
+# Test switches (tests/exec.rs): `--bug ignore-offset` reads the rows as if
+# the storage began at offset 0 (a planted bug the offset-stride and
+# conformance properties must catch through the protocol);
+# `--unavailable-odd` declares every case with an odd T unavailable.
+BUG = "ignore-offset" if "ignore-offset" in sys.argv else None
+UNAVAILABLE_ODD = "--unavailable-odd" in sys.argv
 
 
 def r(x):
@@ -53,8 +61,16 @@ def topk(row, k):
 
 
 def rows(case):
+    if UNAVAILABLE_ODD and case.t % 2 == 1:
+        raise bitparity.Unavailable("odd T is not supported by this kernel")
     pad = case.padding
-    return [(t, case.scores.row(t), bool(pad[t]) if pad is not None else False) for t in range(case.t)]
+    s = case.scores
+
+    def row(t):
+        if BUG:
+            return s.storage[t * s.row_stride:t * s.row_stride + case.e]
+        return s.row(t)
+    return [(t, row(t), bool(pad[t]) if pad is not None else False) for t in range(case.t)]
 
 
 def counts_of(case, all_rows):
