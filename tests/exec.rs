@@ -99,7 +99,10 @@ fn a_planted_bug_is_caught_through_the_protocol() {
         .unwrap();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(1), "{t}");
-    assert!(t.contains("FAILED seqwise_loss / offset-stride") && t.contains("FAILED seqwise_loss / conformance"), "{t}");
+    assert!(
+        t.contains("FAILED seqwise_loss / offset-stride") && t.contains("FAILED seqwise_loss / conformance"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -156,13 +159,7 @@ fn hostile(name: &str, subject_args: &str, says: &[&str], timeout: &str, limit: 
 
 #[test]
 fn a_segfaulting_provider_is_a_failure_shrunk_and_saved() {
-    hostile(
-        "segv",
-        &provider("crash.py segv"),
-        &["crashed", "SIGSEGV", "dying on T=1"],
-        "20",
-        Duration::from_secs(90),
-    );
+    hostile("segv", &provider("crash.py segv"), &["crashed", "SIGSEGV", "dying on T=1"], "20", Duration::from_secs(90));
 }
 
 #[test]
@@ -234,7 +231,10 @@ fn a_saved_entry_replays_against_its_subject_and_passes_once_fixed() {
     // the entry replays green, on it and on every built-in subject.
     std::fs::write(
         &config,
-        format!("[[subject]]\nname = \"my-loss\"\ncommand = \"{}\"\nop = \"seqwise_loss\"\nprofile = \"serial\"\n", provider("pure_seqwise_loss.py")),
+        format!(
+            "[[subject]]\nname = \"my-loss\"\ncommand = \"{}\"\nop = \"seqwise_loss\"\nprofile = \"serial\"\n",
+            provider("pure_seqwise_loss.py")
+        ),
     )
     .unwrap();
     let out = replay();
@@ -261,7 +261,10 @@ fn bad_configs_and_commands_are_refused_with_the_reason() {
         ("[[subject]\nname='a'\n".to_string(), "c.toml"),
         (format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='router'\n"), "is for op router"),
         (format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\n"), "claims profile none"),
-        (format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\nprofile='warp32-chunk64'\n"), "claims profile warp32-chunk64"),
+        (
+            format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\nprofile='warp32-chunk64'\n"),
+            "claims profile warp32-chunk64",
+        ),
     ] {
         let out = check(&config, "a");
         let t = text(&out);
@@ -274,7 +277,10 @@ fn bad_configs_and_commands_are_refused_with_the_reason() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
     let run = |subject: &str| {
-        bitparity().args(["check", "--op", "seqwise_loss", "--cases", "1", "--quiet", "--no-save", "--subject", subject]).output().unwrap()
+        bitparity()
+            .args(["check", "--op", "seqwise_loss", "--cases", "1", "--quiet", "--no-save", "--subject", subject])
+            .output()
+            .unwrap()
     };
     let out = run("exec:/nonexistent/kernel --x");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -316,4 +322,29 @@ fn sigint_ends_a_run_cleanly_and_leaves_no_child() {
     assert!(!text(&out).contains("crashed"), "the child must not see the SIGINT: {}", text(&out));
     let left = alive_with(&marker);
     assert!(left.is_empty(), "children left behind: {left:?}");
+}
+
+/// The numpy backend (as_strided views on the poisoned buffer) through a
+/// numpy provider that claims `serial`: bitwise on every property. Where
+/// python3 has no numpy this test says so on stderr and checks nothing
+/// (CI needs no numpy: the plain-Python provider covers the protocol).
+#[test]
+fn the_numpy_backend_keeps_layouts_and_bits() {
+    let has_numpy = Command::new("python3").args(["-c", "import numpy"]).status().is_ok_and(|s| s.success());
+    if !has_numpy {
+        eprintln!("SKIPPED the_numpy_backend_keeps_layouts_and_bits: python3 has no numpy");
+        return;
+    }
+    let subject = format!("exec:{}", provider("numpy_seqwise_loss.py"));
+    let out = bitparity()
+        .args(["check", "--op", "seqwise_loss", "--cases", "40", "--seed", "9", "--quiet", "--no-save", "--json", "-"])
+        .args(["--property", "conformance", "--property", "offset-stride", "--property", "padding", "--subject"])
+        .arg(&subject)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in ["conformance", "offset-stride", "padding"] {
+        assert_eq!(row(&v, p, &subject)["cases"], 40, "{p}");
+    }
 }

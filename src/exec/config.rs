@@ -90,7 +90,9 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
             return Err(format!("{at}: a name is one word"));
         }
         if shadows_builtin(&s.name) {
-            return Err(format!("{at}: the name is a built-in subject's (all, bugs, cuda, mpfr, oracle:, model:, bug:, exec:)"));
+            return Err(format!(
+                "{at}: the name is a built-in subject's (all, bugs, cuda, mpfr, oracle:, model:, bug:, exec:)"
+            ));
         }
         if subjects.iter().any(|x| x.name == s.name) {
             return Err(format!("{at}: a second subject of that name"));
@@ -100,7 +102,9 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
         }
         let command = match s.command {
             CommandSpec::Argv(a) => a,
-            CommandSpec::Line(l) => shell_words::split(&l).map_err(|e| format!("{at}: cannot split the command: {e}"))?,
+            CommandSpec::Line(l) => {
+                shell_words::split(&l).map_err(|e| format!("{at}: cannot split the command: {e}"))?
+            }
         };
         if command.is_empty() || command[0].is_empty() {
             return Err(format!("{at}: an empty command"));
@@ -184,7 +188,10 @@ op = "router"
             ("[[subject]]\nname='exec:x'\ncommand='x'\nop='router'\n", "built-in"),
             ("[[subject]]\nname='a'\ncommand=''\nop='router'\n", "empty command"),
             ("[[subject]]\nname='a'\ncommand='x'\nop='router'\ntimeout_s=0\n", "timeout"),
-            ("[[subject]]\nname='a'\ncommand='x'\nop='router'\n[[subject]]\nname='a'\ncommand='y'\nop='router'\n", "second"),
+            (
+                "[[subject]]\nname='a'\ncommand='x'\nop='router'\n[[subject]]\nname='a'\ncommand='y'\nop='router'\n",
+                "second",
+            ),
             ("[[subject]]\nname='a'\ncommand='x \"'\nop='router'\n", "split"),
             ("not toml at all", "t.toml"),
         ];

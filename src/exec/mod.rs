@@ -74,15 +74,26 @@ pub trait Wire: Op {
 /// bound of a case.
 pub fn span(t: usize, e: usize, offset: usize, row_stride: usize, values: usize) -> Result<usize, String> {
     let too_big = || {
-        format!("{t} x {e} at offset {offset}, row stride {row_stride}: more than {} elements", oracles::case::MAX_STORAGE)
+        format!(
+            "{t} x {e} at offset {offset}, row stride {row_stride}: more than {} elements",
+            oracles::case::MAX_STORAGE
+        )
     };
     let base = if t == 0 {
         0
     } else {
-        (t - 1).checked_mul(row_stride).and_then(|n| n.checked_add(offset)).and_then(|n| n.checked_add(e)).ok_or_else(too_big)?
+        (t - 1)
+            .checked_mul(row_stride)
+            .and_then(|n| n.checked_add(offset))
+            .and_then(|n| n.checked_add(e))
+            .ok_or_else(too_big)?
     };
     let te = t.checked_mul(e).ok_or_else(too_big)?;
-    let n = if values >= te { base.checked_add(values - te).ok_or_else(too_big)? } else { base.saturating_sub(te - values) };
+    let n = if values >= te {
+        base.checked_add(values - te).ok_or_else(too_big)?
+    } else {
+        base.saturating_sub(te - values)
+    };
     if n > oracles::case::MAX_STORAGE {
         return Err(too_big());
     }
@@ -236,7 +247,8 @@ pub fn spec_of(name: &str) -> Option<Result<(ExecSpec, String), String>> {
             Ok(t) => t,
             Err(e) => return Some(Err(e)),
         };
-        let spec = ExecSpec { name: name.into(), spawn: Spawn { argv, env: Vec::new(), timeout }, configured_profile: None };
+        let spec =
+            ExecSpec { name: name.into(), spawn: Spawn { argv, env: Vec::new(), timeout }, configured_profile: None };
         return Some(Ok((spec, String::new())));
     }
     let s = config::get().subject(name)?;
@@ -276,7 +288,8 @@ type Started = Result<(Hello, Option<Child>), ResolveError>;
 static STARTED: Mutex<Option<HashMap<String, Started>>> = Mutex::new(None);
 /// The subjects built, per (op, name): the runner, replay and the usage
 /// checks share them (and their children).
-static SUBJECTS: Mutex<Option<HashMap<(String, String), Arc<dyn Any + Send + Sync>>>> = Mutex::new(None);
+type Built = HashMap<(String, String), Arc<dyn Any + Send + Sync>>;
+static SUBJECTS: Mutex<Option<Built>> = Mutex::new(None);
 
 fn start(spec: &ExecSpec) -> Started {
     let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
@@ -318,7 +331,10 @@ pub fn resolve<O: Harness>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, Reso
         Err(e) => return Some(Err(ResolveError::Unknown(e))),
     };
     if !op.is_empty() && op != O::NAME {
-        return Some(Err(ResolveError::Unknown(format!("subject {name} (bitparity.toml) is for op {op}, not {}", O::NAME))));
+        return Some(Err(ResolveError::Unknown(format!(
+            "subject {name} (bitparity.toml) is for op {op}, not {}",
+            O::NAME
+        ))));
     }
     let key = (O::NAME.to_string(), name.to_string());
     {

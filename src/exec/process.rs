@@ -115,6 +115,9 @@ pub struct Request {
     pub buffers: Vec<Buffer>,
 }
 
+/// A buffer as a header lists it: name, dtype, element count.
+type Listed = (String, String, u64);
+
 /// The handshake a child opens with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hello {
@@ -334,14 +337,21 @@ impl Child {
             };
         }
         if h.get("ok") != Some(&Value::Bool(true)) {
-            return Err(format!("a reply is {{\"ok\": true, ...}} or {{\"error\": ...}}: {}", clip(&Value::Object(h).to_string())));
+            return Err(format!(
+                "a reply is {{\"ok\": true, ...}} or {{\"error\": ...}}: {}",
+                clip(&Value::Object(h).to_string())
+            ));
         }
         // Every size is checked against what the case implies before a
         // byte of it is read or allocated.
         let got: Vec<String> = lens.iter().map(|(n, d, l)| format!("{n}:{d}[{l}]")).collect();
         let want: Vec<String> = expected.iter().map(|e| format!("{}:{}[{}]", e.name, e.dtype.name(), e.len)).collect();
         if got != want {
-            return Err(format!("the reply lists outputs [{}], the case implies [{}]", got.join(", "), want.join(", ")));
+            return Err(format!(
+                "the reply lists outputs [{}], the case implies [{}]",
+                got.join(", "),
+                want.join(", ")
+            ));
         }
         let mut out = Vec::with_capacity(expected.len());
         for e in expected {
@@ -353,7 +363,7 @@ impl Child {
 
     /// One header: `u32` length, JSON object; its buffer list as
     /// (name, dtype, count).
-    fn read_header(&mut self, deadline: Instant) -> Result<(Map<String, Value>, Vec<(String, String, u64)>), String> {
+    fn read_header(&mut self, deadline: Instant) -> Result<(Map<String, Value>, Vec<Listed>), String> {
         let len = self.read_exact(4, deadline)?;
         let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
         if len > MAX_HEADER {
@@ -362,7 +372,9 @@ impl Child {
         let bytes = self.read_exact(len as usize, deadline)?;
         let v: Value = serde_json::from_slice(&bytes)
             .map_err(|e| format!("a header that is not JSON ({e}): {}", clip(&String::from_utf8_lossy(&bytes))))?;
-        let Value::Object(mut h) = v else { return Err(format!("a header that is not a JSON object: {}", clip(&v.to_string()))) };
+        let Value::Object(mut h) = v else {
+            return Err(format!("a header that is not a JSON object: {}", clip(&v.to_string())));
+        };
         let lens = match h.remove("buffers") {
             None => Vec::new(),
             Some(Value::Array(a)) => a

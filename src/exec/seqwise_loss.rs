@@ -33,7 +33,8 @@ impl Wire for SeqwiseLoss {
         if let Some(k) = k {
             fields.push(("k", k.into()));
         }
-        let mut buffers = vec![Buffer::f32s("scores", &place(&c.scores, c.t, c.e, c.layout.offset, c.layout.row_stride)?)];
+        let mut buffers =
+            vec![Buffer::f32s("scores", &place(&c.scores, c.t, c.e, c.layout.offset, c.layout.row_stride)?)];
         if let Some(p) = &c.padding {
             buffers.push(Buffer::bools("padding", p));
         }

@@ -12,7 +12,8 @@
 //! (`src/gen/<op>.rs`), its kernel model and planted bugs
 //! (`src/model/<op>.rs`, `src/planted/<op>.rs`), its kernels
 //! (`kernels/<op>.cu`) and launches (`src/subject/cuda/<op>.rs`), its
-//! `Harness` (`src/harness/<op>.rs`), two fuzz targets (`fuzz/fuzz_targets/`),
+//! `Harness` (`src/harness/<op>.rs`), its wire encoding for external
+//! subjects (`src/exec/<op>.rs`), two fuzz targets (`fuzz/fuzz_targets/`),
 //! and one line in [`ops`].
 
 pub mod registry;

@@ -334,7 +334,10 @@ fn accuracy<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut Reference
 
 fn gradient<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut References<O>) -> Judgement {
     let Some(p) = s.profile() else { return Judgement::not_applicable() };
-    bounded("backward", backward(s, case).and_then(|b| Ok(refs.backward(case, &p).map_err(Stop::Failed)?.judge(case, &b))))
+    bounded(
+        "backward",
+        backward(s, case).and_then(|b| Ok(refs.backward(case, &p).map_err(Stop::Failed)?.judge(case, &b))),
+    )
 }
 
 /// A judgement from an accuracy verdict (or the reason there is none).
