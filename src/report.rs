@@ -154,16 +154,19 @@ pub fn to_table(run: &RunReport) -> String {
     );
     for s in &run.ops {
         let _ = writeln!(out, "\n{}: {} cases in {:.1} s\n", s.op, s.cases, s.seconds);
+        // The subject column fits the longest name (an `exec:` command can
+        // be long), 26 at least, so that the columns stay aligned.
+        let w = s.rows.keys().map(|k| k.subject.chars().count()).max().unwrap_or(0).max(26);
         let _ = writeln!(
             out,
-            "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  notes",
+            "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  notes",
             "property", "profile", "subject", "cases", "failures", "err/bound"
         );
         for (k, r) in &s.rows {
             if let Some(why) = &r.not_applicable {
                 let _ = writeln!(
                     out,
-                    "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  n/a: {why}",
+                    "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  n/a: {why}",
                     k.property.to_string(),
                     k.profile,
                     k.subject,
@@ -176,7 +179,7 @@ pub fn to_table(run: &RunReport) -> String {
             let measure = measure(k, r);
             let _ = writeln!(
                 out,
-                "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  {}{}",
+                "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  {}{}",
                 k.property.to_string(),
                 k.profile,
                 k.subject,

@@ -348,3 +348,33 @@ fn the_numpy_backend_keeps_layouts_and_bits() {
         assert_eq!(row(&v, p, &subject)["cases"], 40, "{p}");
     }
 }
+
+/// Every op's wire encoding end to end (router, shared_expert: their
+/// buffers, layouts and output sizes) and the package's validation of
+/// SPEC's rules: every invalid variant the validation property sends is
+/// refused. Without the package's validation, the same provider refuses
+/// nothing, and the validation property must say so.
+#[test]
+fn every_op_travels_and_invalid_cases_are_refused() {
+    for op in ["router", "shared_expert", "seqwise_loss"] {
+        let run = |extra: &str| {
+            bitparity()
+                .args(["check", "--op", op, "--cases", "25", "--seed", "2", "--quiet", "--no-save", "--json", "-"])
+                .args(["--property", "validation", "--property", "determinism", "--property", "offset-stride"])
+                .arg("--subject")
+                .arg(format!("exec:{} {op}{extra}", provider("zeros.py")))
+                .output()
+                .unwrap()
+        };
+        let out = run("");
+        assert_eq!(out.status.code(), Some(0), "{op}: {}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let subject = format!("exec:{} {op}", provider("zeros.py"));
+        for p in ["validation", "determinism", "offset-stride"] {
+            assert_eq!(row(&v, p, &subject)["cases"], 25, "{op} {p}");
+        }
+        let out = run(" --no-validate");
+        assert_eq!(out.status.code(), Some(1), "{op}: {}", text(&out));
+        assert!(text(&out).contains("accepted an invalid input"), "{op}: {}", text(&out));
+    }
+}
