@@ -485,6 +485,12 @@ fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>
 }
 
 fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
+    // An external subject's children must not outlive an interrupted
+    // replay (a hung one would sleep on): SIGINT kills them, then exits.
+    let _ = ctrlc::set_handler(|| {
+        bitparity::exec::kill_all();
+        std::process::exit(130);
+    });
     if let Some(o) = op {
         selected_ops(&[o.to_string()])?;
     }

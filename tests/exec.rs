@@ -132,7 +132,8 @@ fn hostile(name: &str, subject_args: &str, says: &[&str], timeout: &str, limit: 
     let start = Instant::now();
     let out = bitparity()
         .env("BITPARITY_EXEC_TIMEOUT", timeout)
-        .args(["check", "--op", "seqwise_loss", "--cases", "6", "--seed", "1", "--quiet", "--property", "determinism"])
+        // Case 1 of seed 1 has an odd T: every hostile provider misbehaves.
+        .args(["check", "--op", "seqwise_loss", "--cases", "3", "--seed", "1", "--quiet", "--property", "determinism"])
         .arg("--corpus")
         .arg(&dir)
         .arg("--subject")

@@ -259,6 +259,9 @@ def _flat(x, backend):
     row-major order."""
     if hasattr(x, "detach"):
         x = x.detach().to("cpu").contiguous().reshape(-1)
+        if x.is_floating_point():
+            # bf16/f16 outputs are exact in f32; numpy has no bf16.
+            x = x.float()
         try:
             return x.numpy()
         except Exception:
