@@ -312,9 +312,17 @@ impl Child {
         }
         let deadline = Instant::now() + self.timeout;
         let frame = encode_frame(header, buffers);
-        let sent = self.to_child.as_ref().map(|t| t.send(frame).is_ok()).unwrap_or(false);
-        if !sent {
-            return Err(self.fail("its stdin is closed"));
+        // Never a blocking send: the writer thread holds at most the frame
+        // before this one, and still holding it means the child has
+        // stopped reading its stdin (it answered without reading a
+        // request whole): waiting on it would hang bitparity.
+        let sent = match self.to_child.as_ref().map(|t| t.try_send(frame)) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(std::sync::mpsc::TrySendError::Full(_))) => Err("it stopped reading its stdin"),
+            _ => Err("its stdin is closed"),
+        };
+        if let Err(why) = sent {
+            return Err(self.fail(why));
         }
         match self.read_reply(deadline, expected) {
             Ok(r) => Ok(r),

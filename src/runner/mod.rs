@@ -373,7 +373,12 @@ pub fn record_failure<O: Harness>(
         SaveNote::NotSaved { .. } => {}
     }
     if let (Some(seed), Some(i)) = (seed, case_index) {
-        let subject_arg = if subject == MPFR_SUBJECT { String::new() } else { format!(" --subject {subject}") };
+        // Quoted as one word: an external subject's name holds its command.
+        let subject_arg = if subject == MPFR_SUBJECT {
+            String::new()
+        } else {
+            format!(" --subject {}", crate::knobs::shell_word(subject))
+        };
         // The knobs that shaped the generated case come first: without them
         // the same seed and index give another case.
         let knobs: String =
