@@ -21,7 +21,8 @@ to its regression corpus.
 never returns until bitparity closes the pipe. While it serves, ``sys.stdout``
 and file descriptor 1 go to stderr: whatever the kernel prints (Python or C)
 cannot corrupt the stream; bitparity shows the last stderr lines when a
-subject crashes.
+subject crashes. (Before ``serve`` is called, at import time say, stdout is
+still the stream: a print there breaks the handshake, and bitparity says so.)
 
 - ``profile``: the name of the numeric profile whose bits the kernel claims
   (``"serial"``, ...), or None (it claims none: judged by the metamorphic
