@@ -30,20 +30,37 @@ pub const FUZZ_SUBJECT: &str = "BITPARITY_FUZZ_SUBJECT";
 pub const NVRTC_EXTRA: &str = "BITPARITY_NVRTC_EXTRA";
 /// `1`: a missing NVRTC fails the kernel compile test instead of skipping it.
 pub const REQUIRE_NVRTC: &str = "BITPARITY_REQUIRE_NVRTC";
+/// Seconds an `exec:` subject named on the command line has for its
+/// handshake and for each reply (default 60; `bitparity.toml` sets each
+/// named subject's own `timeout_s`).
+pub const EXEC_TIMEOUT: &str = "BITPARITY_EXEC_TIMEOUT";
 
 /// The knobs that change which cases a run generates or where it runs
 /// them: recorded in every summary.
 pub const RECORDED: [&str; 4] = [MAX_TE, MAX_E, MAX_T, CUDA_DEVICE];
 
 /// Every variable the binary reads.
-pub const ALL: [&str; 11] =
-    [MAX_TE, MAX_E, MAX_T, SEED, CASES, CUDA_DEVICE, GPU_CASES, GPU_SEED, FUZZ_SUBJECT, NVRTC_EXTRA, REQUIRE_NVRTC];
+pub const ALL: [&str; 12] = [
+    MAX_TE,
+    MAX_E,
+    MAX_T,
+    SEED,
+    CASES,
+    CUDA_DEVICE,
+    GPU_CASES,
+    GPU_SEED,
+    FUZZ_SUBJECT,
+    NVRTC_EXTRA,
+    REQUIRE_NVRTC,
+    EXEC_TIMEOUT,
+];
 
 /// `BITPARITY_*` variables that the scripts (`scripts/nvrtc-env`,
-/// `ci/gpu-nightly`) and the tests set for themselves: not knobs of the
-/// binary, but not typos either.
-pub const SCRIPTS: [&str; 4] =
-    ["BITPARITY_NVRTC_DIR", "BITPARITY_NVRTC_WHEELS", "BITPARITY_NVRTC_LIB", "BITPARITY_TEST_BIN"];
+/// `ci/gpu-nightly`), the tests and the Python side of external subjects
+/// (`BITPARITY_DEVICE`: where `bitparity.serve` puts its tensors) read for
+/// themselves: not knobs of the binary, but not typos either.
+pub const SCRIPTS: [&str; 5] =
+    ["BITPARITY_NVRTC_DIR", "BITPARITY_NVRTC_WHEELS", "BITPARITY_NVRTC_LIB", "BITPARITY_TEST_BIN", "BITPARITY_DEVICE"];
 
 /// Checks the whole environment before a command runs: every knob that is
 /// set must parse (a recorded knob such as `BITPARITY_CUDA_DEVICE=abc` was
@@ -72,6 +89,9 @@ pub fn check_environment() -> Result<(), String> {
     get::<u64>(CASES)?;
     get::<String>(FUZZ_SUBJECT)?;
     get::<String>(NVRTC_EXTRA)?;
+    if get::<f64>(EXEC_TIMEOUT)?.is_some() {
+        crate::exec::exec_timeout()?;
+    }
     match get::<String>(REQUIRE_NVRTC)?.as_deref() {
         None | Some("0") | Some("1") => {}
         Some(v) => return Err(format!("{REQUIRE_NVRTC}={v:?}: must be 1 (or 0)")),

@@ -6,10 +6,12 @@
 //! values, in the [`corpus`]. Each op plugs in through its [`harness`]; its
 //! kernel [`model`] (the op written a second time) and its [`planted`] bugs
 //! are subjects like any other. [`testing`] is the face a kernel crate
-//! calls from its own `cargo test`.
+//! calls from its own `cargo test`; [`exec`] makes any program that speaks
+//! its protocol (a PyTorch kernel, say) a subject.
 
 pub mod corpus;
 pub mod devices;
+pub mod exec;
 pub mod fsio;
 pub mod fuzzing;
 pub mod gen;

@@ -99,6 +99,10 @@ struct CheckArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// The project's named external subjects (default: ./bitparity.toml
+    /// when present).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -113,9 +117,15 @@ enum Command {
         /// Only entries of this op.
         #[arg(long)]
         op: Option<String>,
-        /// Only entries whose failing subject is this one (`cuda`, `bug:...`).
+        /// Only entries whose failing subject is this one (`cuda`, `bug:...`);
+        /// an external subject (`exec:...`, a name of bitparity.toml) is
+        /// also run on them.
         #[arg(long)]
         subject: Option<String>,
+        /// The project's named external subjects (default: ./bitparity.toml
+        /// when present).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
     },
     /// Hunt every planted bug from 20 seeds and report how fast each is caught.
     Selftest {
@@ -175,11 +185,15 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Check(args) => cmd_check(args),
-        Command::Replay { path, op, subject } => cmd_replay(&path, op.as_deref(), subject.as_deref()),
+        Command::Replay { path, op, subject, config } => bitparity::exec::config::load(config.as_deref())
+            .and_then(|()| cmd_replay(&path, op.as_deref(), subject.as_deref())),
         Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
         Command::Merge { summaries, json, markdown, html } => cmd_merge(&summaries, json, markdown, html),
     };
+    // External subjects' children end with bitparity: none is left running
+    // (a hung one would sleep on) and every one is reaped.
+    bitparity::exec::kill_all();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(msg) => {
@@ -227,6 +241,7 @@ fn selected_ops(names: &[String]) -> Result<Vec<&'static dyn DynOp>, String> {
 
 fn cmd_check(a: CheckArgs) -> Outcome {
     let ops_selected = selected_ops(&a.op)?;
+    bitparity::exec::config::load(a.config.as_deref())?;
     let seconds = match a.seconds {
         None => None,
         Some(s) if s.is_nan() || s <= 0.0 => return Err("--seconds must be a positive number".into()),
@@ -320,6 +335,7 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         // atomically, so nothing half-written stays behind).
         let _ = ctrlc::set_handler(move || {
             if flag.swap(true, Ordering::SeqCst) {
+                bitparity::exec::kill_all();
                 std::process::exit(130);
             }
             eprintln!("\ninterrupted: finishing the cases in flight (SIGINT again to stop at once)");
@@ -393,6 +409,9 @@ fn check_on_devices(a: &CheckArgs, ordinals: &[usize], shard: Option<Shard>, see
     }
     if let Some(c) = &a.corpus {
         flag("--corpus", c.display().to_string());
+    }
+    if let Some(c) = &a.config {
+        flag("--config", c.display().to_string());
     }
     if a.no_save {
         args.push("--no-save".into());
@@ -490,6 +509,12 @@ fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>
 }
 
 fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
+    // An external subject's children must not outlive an interrupted
+    // replay (a hung one would sleep on): SIGINT kills them, then exits.
+    let _ = ctrlc::set_handler(|| {
+        bitparity::exec::kill_all();
+        std::process::exit(130);
+    });
     if let Some(o) = op {
         selected_ops(&[o.to_string()])?;
     }
@@ -528,7 +553,10 @@ fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
         if !ops_seen.iter().any(|o| o.name() == dyn_op.name()) {
             ops_seen.push(dyn_op);
         }
-        let r = dyn_op.replay(&entry);
+        let r = match subject.filter(|s| bitparity::exec::is_exec_name(s)) {
+            Some(s) => dyn_op.replay_on(&entry, &[s.to_string()]),
+            None => dyn_op.replay(&entry),
+        };
         let status = if r.broken.is_some() || (r.judged() && !r.ok()) {
             failed += 1;
             "FAIL"

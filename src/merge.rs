@@ -123,6 +123,10 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
                 stats.unbounded += x.unbounded;
                 stats.kinks += x.kinks;
                 stats.undetermined += x.undetermined;
+                stats.unavailable += x.unavailable;
+                if stats.unavailable_reason.is_none() {
+                    stats.unavailable_reason = x.unavailable_reason.clone();
+                }
                 stats.worst_error_over_bound = match (stats.worst_error_over_bound, x.worst_error_over_bound) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     (a, b) => a.or(b),

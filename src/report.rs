@@ -131,6 +131,10 @@ pub(crate) fn notes(r: &crate::runner::RowStats) -> String {
     if r.not_applicable_cases > 0 {
         v.push(format!("{} cases n/a", r.not_applicable_cases));
     }
+    if r.unavailable > 0 {
+        let why: String = r.unavailable_reason.as_deref().unwrap_or("").chars().take(80).collect();
+        v.push(format!("{} cases unavailable ({why})", r.unavailable));
+    }
     v.join(", ")
 }
 
@@ -151,16 +155,19 @@ pub fn to_table(run: &RunReport) -> String {
     );
     for s in &run.ops {
         let _ = writeln!(out, "\n{}: {} cases in {:.1} s\n", s.op, s.cases, s.seconds);
+        // The subject column fits the longest name (an `exec:` command can
+        // be long), 26 at least, so that the columns stay aligned.
+        let w = s.rows.keys().map(|k| k.subject.chars().count()).max().unwrap_or(0).max(26);
         let _ = writeln!(
             out,
-            "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  notes",
+            "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  notes",
             "property", "profile", "subject", "cases", "failures", "err/bound"
         );
         for (k, r) in &s.rows {
             if let Some(why) = &r.not_applicable {
                 let _ = writeln!(
                     out,
-                    "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  n/a: {why}",
+                    "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  n/a: {why}",
                     k.property.to_string(),
                     k.profile,
                     k.subject,
@@ -173,7 +180,7 @@ pub fn to_table(run: &RunReport) -> String {
             let measure = measure(k, r);
             let _ = writeln!(
                 out,
-                "{:<16} {:<16} {:<26} {:>7} {:>8} {:>10}  {}{}",
+                "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  {}{}",
                 k.property.to_string(),
                 k.profile,
                 k.subject,
@@ -242,6 +249,11 @@ pub struct JsonRow {
     /// Every judged output's |error| / bound, in power-of-two bins (the
     /// rows judged against the profile's bound; `null` elsewhere).
     pub error_over_bound_histogram: Option<JsonRatioHistogram>,
+    /// Cases the subject declared unavailable (absent in older summaries).
+    #[serde(default)]
+    pub unavailable: u64,
+    #[serde(default)]
+    pub unavailable_reason: Option<String>,
 }
 
 /// A row's ratio histogram ([`RatioHistogram`]) in the JSON summary, with
@@ -391,6 +403,8 @@ impl JsonReport {
                 not_applicable_cases: r.not_applicable_cases,
                 not_applicable: r.not_applicable.clone(),
                 error_over_bound_histogram: r.histogram.as_ref().map(JsonRatioHistogram::of),
+                unavailable: r.unavailable,
+                unavailable_reason: r.unavailable_reason.clone(),
             })
             .collect();
         let ops = run

@@ -12,7 +12,8 @@
 //! (`src/gen/<op>.rs`), its kernel model and planted bugs
 //! (`src/model/<op>.rs`, `src/planted/<op>.rs`), its kernels
 //! (`kernels/<op>.cu`) and launches (`src/subject/cuda/<op>.rs`), its
-//! `Harness` (`src/harness/<op>.rs`), two fuzz targets (`fuzz/fuzz_targets/`),
+//! `Harness` (`src/harness/<op>.rs`), its wire encoding for external
+//! subjects (`src/exec/<op>.rs`), two fuzz targets (`fuzz/fuzz_targets/`),
 //! and one line in [`ops`].
 
 pub mod registry;
@@ -85,7 +86,7 @@ impl fmt::Display for ResolveError {
 }
 
 /// The testing half of an op.
-pub trait Harness: Op {
+pub trait Harness: Op + crate::exec::Wire {
     /// The adversarial classes of the op's generator (SPEC section 7).
     type Class: Copy + Ord + fmt::Display + Send + Sync + 'static;
     /// The prefix of the op's fuzz targets (`loss` for `loss_fwd`, `loss_bwd`).
@@ -201,9 +202,12 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
                         names.join(", ")
                     ))),
                 }
+            } else if let Some(r) = crate::exec::resolve::<O>(name) {
+                r
             } else {
                 Err(ResolveError::Unknown(format!(
-                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile> or bug:<name>"
+                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile>, bug:<name>, \
+                     exec:<command> or a subject of bitparity.toml"
                 )))
             }
         }

@@ -40,6 +40,9 @@ pub trait DynOp: Send + Sync {
     fn check(&self, plan: &Plan, names: &[String]) -> OpSummary;
     /// Replays one stored entry of this op.
     fn replay(&self, entry: &RawEntry) -> EntryReplay;
+    /// Replays one stored entry on the correct subjects and the external
+    /// subjects `names` too (`replay --subject exec:...`).
+    fn replay_on(&self, entry: &RawEntry, names: &[String]) -> EntryReplay;
     /// Suites the replay cannot run here.
     fn replay_skips(&self) -> Vec<Skip>;
     /// The correct subjects every entry of this op is replayed on here.
@@ -124,6 +127,17 @@ impl<O: Harness> DynOp for Registered<O> {
     }
     fn replay(&self, entry: &RawEntry) -> EntryReplay {
         replay_entry::<O>(entry, self.replay_subjects.get_or_init(ReplaySubjects::default))
+    }
+    fn replay_on(&self, entry: &RawEntry, names: &[String]) -> EntryReplay {
+        let base = self.replay_subjects.get_or_init(ReplaySubjects::default);
+        let mut with = ReplaySubjects { subjects: base.subjects.clone(), skipped: base.skipped.clone() };
+        for n in names {
+            match resolve::<O>(n) {
+                Ok(s) => with.subjects.extend(s),
+                Err(e) => with.skipped.push(Skip { suite: n.clone(), reason: e.to_string() }),
+            }
+        }
+        replay_entry::<O>(entry, &with)
     }
     fn replay_skips(&self) -> Vec<Skip> {
         self.replay_subjects.get_or_init(ReplaySubjects::default).skipped.clone()

@@ -113,6 +113,9 @@ pub struct Judgement {
     /// Every output's |error| / bound (accuracy and gradient, when the
     /// outputs could be judged at all).
     pub histogram: Option<RatioHistogram>,
+    /// The subject said it cannot run this case here (an honest skip,
+    /// with its reason): not judged, counted apart.
+    pub unavailable: Option<String>,
 }
 
 impl Judgement {
@@ -121,6 +124,9 @@ impl Judgement {
     }
     fn not_applicable() -> Self {
         Judgement { not_applicable: true, ..Default::default() }
+    }
+    fn unavailable(why: String) -> Self {
+        Judgement { unavailable: Some(why), ..Default::default() }
     }
     pub fn passed(&self) -> bool {
         self.failure.is_none()
@@ -141,7 +147,9 @@ pub fn applies<O: Harness>(property: Property, s: &dyn Subject<O>) -> Result<(),
         Property::OffsetStride if kind == SubjectKind::Oracle => {
             Err("the profile oracle reads the case's logical values, not a memory layout".into())
         }
-        Property::Determinism if kind != SubjectKind::Device => Err("a pure CPU function".into()),
+        Property::Determinism if !matches!(kind, SubjectKind::Device | SubjectKind::External) => {
+            Err("a pure CPU function".into())
+        }
         _ => match property.metamorphic() {
             Some(m) => O::applies(m),
             None => Ok(()),
@@ -181,12 +189,27 @@ impl<O: Op> References<O> {
     }
 }
 
+/// Why a property stopped before its verdict: a failure, or the subject
+/// declared itself unavailable for the case (an honest skip, never a pass).
+#[derive(Debug)]
+enum Stop {
+    Failed(String),
+    Unavailable(String),
+}
+
+impl From<String> for Stop {
+    fn from(m: String) -> Self {
+        Stop::Failed(m)
+    }
+}
+
 /// A subject call that may not panic: a panic is reported as a failure.
-fn call<T>(what: &str, f: impl FnOnce() -> Result<T, SubjectError>) -> Result<T, String> {
+fn call<T>(what: &str, f: impl FnOnce() -> Result<T, SubjectError>) -> Result<T, Stop> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
-        Err(p) => Err(format!("{what} panicked: {}", panic_message(&*p))),
+        Ok(Err(SubjectError::Unavailable(m))) => Err(Stop::Unavailable(format!("{what}: {m}"))),
+        Ok(Err(e)) => Err(Stop::Failed(format!("{what}: {e}"))),
+        Err(p) => Err(Stop::Failed(format!("{what} panicked: {}", panic_message(&*p)))),
     }
 }
 
@@ -195,17 +218,18 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
 }
 
-fn forward<O: Op>(s: &dyn Subject<O>, case: &O::Case) -> Result<O::Fwd<f32>, String> {
+fn forward<O: Op>(s: &dyn Subject<O>, case: &O::Case) -> Result<O::Fwd<f32>, Stop> {
     call("forward", || s.forward(case))
 }
-fn backward<O: Op>(s: &dyn Subject<O>, case: &O::Case) -> Result<O::Bwd<f32>, String> {
+fn backward<O: Op>(s: &dyn Subject<O>, case: &O::Case) -> Result<O::Bwd<f32>, Stop> {
     call("backward", || s.backward(case))
 }
 
-fn verdict(r: Result<Option<String>, String>) -> Judgement {
+fn verdict(r: Result<Option<String>, Stop>) -> Judgement {
     match r {
         Ok(None) => Judgement::default(),
-        Ok(Some(m)) | Err(m) => Judgement::fail(m),
+        Ok(Some(m)) | Err(Stop::Failed(m)) => Judgement::fail(m),
+        Err(Stop::Unavailable(m)) => Judgement::unavailable(m),
     }
 }
 
@@ -309,18 +333,22 @@ fn validation<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
 
 fn accuracy<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut References<O>) -> Judgement {
     let Some(p) = s.profile() else { return Judgement::not_applicable() };
-    bounded("forward", forward(s, case).and_then(|f| Ok(refs.forward(case, &p)?.judge(case, &f))))
+    bounded("forward", forward(s, case).and_then(|f| Ok(refs.forward(case, &p).map_err(Stop::Failed)?.judge(case, &f))))
 }
 
 fn gradient<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut References<O>) -> Judgement {
     let Some(p) = s.profile() else { return Judgement::not_applicable() };
-    bounded("backward", backward(s, case).and_then(|b| Ok(refs.backward(case, &p)?.judge(case, &b))))
+    bounded(
+        "backward",
+        backward(s, case).and_then(|b| Ok(refs.backward(case, &p).map_err(Stop::Failed)?.judge(case, &b))),
+    )
 }
 
 /// A judgement from an accuracy verdict (or the reason there is none).
-fn bounded(what: &str, judged: Result<Accuracy, String>) -> Judgement {
+fn bounded(what: &str, judged: Result<Accuracy, Stop>) -> Judgement {
     match judged {
-        Err(m) => Judgement::fail(m),
+        Err(Stop::Failed(m)) => Judgement::fail(m),
+        Err(Stop::Unavailable(m)) => Judgement::unavailable(m),
         Ok(acc) => Judgement {
             failure: acc.outside.first().map(|m| format!("{what} outside its bound: {m}")),
             ratio: Some(acc.worst_ratio),

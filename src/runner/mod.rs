@@ -127,6 +127,10 @@ pub struct RowStats {
     /// the gradient against the profile's bound; `None` elsewhere).
     #[serde(skip)]
     pub histogram: Option<RatioHistogram>,
+    /// Cases the subject declared unavailable (an honest skip: never
+    /// counted as judged), and the first reason it gave.
+    pub unavailable: u64,
+    pub unavailable_reason: Option<String>,
 }
 
 /// The number of power-of-two bins of a dimension's sizes: bin b holds the
@@ -368,6 +372,11 @@ pub fn tally(row: &mut RowStats, j: &Judgement) {
     row.unbounded += j.unbounded as u64;
     row.kinks += j.kinks as u64;
     row.undetermined += j.undetermined as u64;
+    if let Some(why) = &j.unavailable {
+        row.unavailable += 1;
+        row.unavailable_reason.get_or_insert_with(|| why.clone());
+        return;
+    }
     if j.not_applicable {
         row.not_applicable_cases += 1;
         return;
@@ -433,7 +442,12 @@ pub fn record_failure<O: Harness>(
         SaveNote::NotSaved { .. } => {}
     }
     if let (Some(seed), Some(i)) = (seed, case_index) {
-        let subject_arg = if subject == MPFR_SUBJECT { String::new() } else { format!(" --subject {subject}") };
+        // Quoted as one word: an external subject's name holds its command.
+        let subject_arg = if subject == MPFR_SUBJECT {
+            String::new()
+        } else {
+            format!(" --subject {}", crate::knobs::shell_word(subject))
+        };
         // The knobs that shaped the generated case come first: without them
         // the same seed and index give another case.
         let knobs: String =

@@ -115,12 +115,19 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
         }
     } else if !with.subjects.iter().any(|s| s.name() == entry.subject) {
         // The subject that failed (cuda, say) cannot run here.
-        let reason = with
-            .skipped
-            .iter()
-            .find(|s| s.suite.ends_with(&entry.subject))
-            .map(|s| s.reason.clone())
-            .unwrap_or_else(|| format!("no subject {:?} of {} here", entry.subject, O::NAME));
+        let reason =
+            with.skipped.iter().find(|s| s.suite.ends_with(&entry.subject)).map(|s| s.reason.clone()).unwrap_or_else(
+                || {
+                    // An external subject runs only when named: its command may
+                    // need a GPU, an environment, minutes.
+                    let hint = if entry.subject.starts_with("exec:") {
+                        format!(" (external: replay with --subject {:?})", entry.subject)
+                    } else {
+                        String::new()
+                    };
+                    format!("no subject {:?} of {} here{hint}", entry.subject, O::NAME)
+                },
+            );
         out.not_replayed.push(Skip { suite: entry.subject.clone(), reason });
     }
     out

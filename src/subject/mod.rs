@@ -21,6 +21,11 @@ pub enum SubjectError {
     /// The subject ran and failed (a CUDA error).
     #[error("device error: {0}")]
     Device(String),
+    /// An external subject's process crashed, hung past its timeout, or
+    /// broke the protocol (garbage, a reply of the wrong size): what
+    /// happened, how it ended, its last stderr lines. Always a failure.
+    #[error("crashed: {0}")]
+    Crashed(String),
 }
 
 /// What kind of implementation a subject is: it decides which properties can
@@ -37,6 +42,10 @@ pub enum SubjectKind {
     Model,
     /// Code on a device (a CUDA kernel): every property applies.
     Device,
+    /// Another program, judged through the protocol of `docs/protocol.md`
+    /// (`exec:`): it reads strided storage and may be nondeterministic, so
+    /// every property applies.
+    External,
 }
 
 /// Anything that computes op `O`.

@@ -1,0 +1,149 @@
+"""seqwise_loss in plain Python (no numpy, no torch), every f32 operation
+rounded as the `serial` profile says: each sum serial and ascending from
++0.0, every add, multiply and divide rounded to f32 on its own (a double
+result of two f32 operands rounded to f32 is the correctly rounded f32 result:
+53 >= 2 * 24 + 2 bits, so the double rounding is innocuous). It reads the
+scores from their strided storage, as a kernel does. It claims the `serial`
+profile: bitparity's conformance property holds it to the profile oracle's
+bits (tests/exec.rs).
+
+    bitparity check --op seqwise_loss --subject "exec:python3 python/providers/tests/pure_seqwise_loss.py"
+"""
+import math
+import struct
+import sys
+
+import _path  # noqa: F401
+import bitparity
+
+_F = struct.Struct("<f")
+INF = float("inf")
+NAN = float("nan")
+EPS = _F.unpack(_F.pack(1e-12))[0]
+EPS2 = _F.unpack(_F.pack(1e-20))[0]
+
+# Test switches (tests/exec.rs): `--bug ignore-offset` reads the rows as if
+# the storage began at offset 0 (a planted bug the offset-stride and
+# conformance properties must catch through the protocol);
+# `--unavailable-odd` declares every case with an odd T unavailable.
+BUG = "ignore-offset" if "ignore-offset" in sys.argv else None
+UNAVAILABLE_ODD = "--unavailable-odd" in sys.argv
+
+
+def r(x):
+    """x rounded to f32 (round to nearest even; overflow to infinity)."""
+    try:
+        return _F.unpack(_F.pack(x))[0]
+    except OverflowError:
+        return math.copysign(INF, x)
+
+
+def div(a, b):
+    """a / b in IEEE f32 (Python raises on division by zero)."""
+    if b == 0.0:
+        if a != a or a == 0.0:
+            return NAN
+        return math.copysign(INF, a) * math.copysign(1.0, b)
+    return r(a / b)
+
+
+def serial(xs):
+    acc = 0.0
+    for x in xs:
+        acc = r(acc + x)
+    return acc
+
+
+def topk(row, k):
+    # NaN above every number, then larger values, ties to the lower index.
+    order = sorted(range(len(row)), key=lambda i: (0 if row[i] != row[i] else 1, -row[i] if row[i] == row[i] else 0.0, i))
+    return set(order[:k])
+
+
+def rows(case):
+    if UNAVAILABLE_ODD and case.t % 2 == 1:
+        raise bitparity.Unavailable("odd T is not supported by this kernel")
+    pad = case.padding
+    s = case.scores
+
+    def row(t):
+        if BUG:
+            return s.storage[t * s.row_stride:t * s.row_stride + case.e]
+        return s.row(t)
+    return [(t, row(t), bool(pad[t]) if pad is not None else False) for t in range(case.t)]
+
+
+def counts_of(case, all_rows):
+    counts = [0] * case.e
+    for t, row, padded in all_rows:
+        if padded:
+            continue
+        if case.objective == "provided_map":
+            chosen = [e for e in range(case.e) if case.map[t][e]]
+        else:
+            chosen = topk(row, case.k)
+        for e in chosen:
+            counts[e] += 1
+    return counts
+
+
+def frequencies(counts):
+    total = sum(counts)
+    denom = EPS if total == 0 else float(total)
+    experts = float(len(counts))
+    return [r(div(float(c), denom) * experts) for c in counts]
+
+
+def denominator(case, row):
+    """(d, gate): the row's denominator and its gradient gate."""
+    if case.objective == "unbiased_top_k":
+        return r(serial(row) + EPS2), None
+    n = serial([abs(x) for x in row])
+    d = EPS if n < EPS else n  # NaN keeps its norm
+    gate = n > EPS if case.clamp_tie == "strict" else n >= EPS
+    return d, gate
+
+
+def forward(case):
+    all_rows = rows(case)
+    counts = counts_of(case, all_rows)
+    freq = frequencies(counts)
+    sums = [0.0] * case.e
+    for t, row, padded in all_rows:
+        if padded:
+            continue
+        d, _ = denominator(case, row)
+        for e, s in enumerate(row):
+            sums[e] = r(sums[e] + div(s, d))
+    raw = serial([r(f * p) for f, p in zip(freq, sums)])
+    return raw, counts, freq
+
+
+def sgn(x):
+    if x != x:
+        return NAN
+    return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+
+
+def backward(case):
+    all_rows = rows(case)
+    freq = frequencies(counts_of(case, all_rows))
+    a = [r(case.g * f) for f in freq]
+    grad = []
+    for t, row, padded in all_rows:
+        if padded:
+            grad.extend([0.0] * case.e)
+            continue
+        d, gate = denominator(case, row)
+        q = serial([-r(a_e * div(div(s, d), d)) for s, a_e in zip(row, a)])
+        for s, a_k in zip(row, a):
+            first = div(a_k, d)
+            if gate is None:
+                grad.append(r(first + q))
+            else:
+                grad.append(r(first + r(sgn(s) * (q if gate else 0.0))))
+    return grad
+
+
+if __name__ == "__main__":
+    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, profile="serial", backend="python")

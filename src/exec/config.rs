@@ -1,0 +1,203 @@
+//! `bitparity.toml`: a project's named external subjects.
+//!
+//! ```toml
+//! [[subject]]
+//! name = "my-loss"                         # --subject my-loss
+//! command = ["python3", "my_kernel.py"]    # or one string, split shell-style
+//! op = "seqwise_loss"
+//! profile = "serial"                       # optional: absent = claims none
+//! env = { BITPARITY_DEVICE = "cuda:1" }    # optional
+//! timeout_s = 30                           # optional, default 60
+//! ```
+//!
+//! Strict like the corpus: an unknown key, a missing one, a name used twice
+//! or one that shadows a built-in subject is an error naming the file, never
+//! a silently different subject.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The default file, read from the current folder when present.
+pub const DEFAULT_FILE: &str = "bitparity.toml";
+/// The most a config file may hold.
+const MAX_BYTES: u64 = 1 << 20;
+
+/// One named subject, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedSubject {
+    pub name: String,
+    pub command: Vec<String>,
+    pub op: String,
+    pub profile: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub timeout: Duration,
+}
+
+/// The loaded configuration (empty without a file).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    pub subjects: Vec<NamedSubject>,
+}
+
+impl Config {
+    pub fn subject(&self, name: &str) -> Option<&NamedSubject> {
+        self.subjects.iter().find(|s| s.name == name)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    subject: Vec<RawSubject>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CommandSpec {
+    Line(String),
+    Argv(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubject {
+    name: String,
+    command: CommandSpec,
+    op: String,
+    profile: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    timeout_s: Option<f64>,
+}
+
+/// Names that mean a built-in subject (or a kind of them).
+fn shadows_builtin(name: &str) -> bool {
+    matches!(name, "all" | "bugs" | "cuda" | "mpfr")
+        || ["oracle:", "model:", "bug:", "exec:"].iter().any(|p| name.starts_with(p))
+}
+
+/// Parses and checks a config file's text; `ops` are the known op names.
+pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
+    let file: File = toml::from_str(text).map_err(|e| format!("{origin}: {}", e.to_string().trim_end()))?;
+    let mut subjects: Vec<NamedSubject> = Vec::new();
+    for (i, s) in file.subject.into_iter().enumerate() {
+        let at = format!("{origin}: subject {} ({:?})", i + 1, s.name);
+        if s.name.trim().is_empty() || s.name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("{at}: a name is one word"));
+        }
+        if shadows_builtin(&s.name) {
+            return Err(format!(
+                "{at}: the name is a built-in subject's (all, bugs, cuda, mpfr, oracle:, model:, bug:, exec:)"
+            ));
+        }
+        if subjects.iter().any(|x| x.name == s.name) {
+            return Err(format!("{at}: a second subject of that name"));
+        }
+        if !ops.contains(&s.op.as_str()) {
+            return Err(format!("{at}: unknown op {:?} (known: {})", s.op, ops.join(", ")));
+        }
+        let command = match s.command {
+            CommandSpec::Argv(a) => a,
+            CommandSpec::Line(l) => {
+                shell_words::split(&l).map_err(|e| format!("{at}: cannot split the command: {e}"))?
+            }
+        };
+        if command.is_empty() || command[0].is_empty() {
+            return Err(format!("{at}: an empty command"));
+        }
+        let timeout = match s.timeout_s {
+            None => Duration::from_secs(60),
+            Some(t) => super::positive_seconds(t).map_err(|e| format!("{at}: timeout_s: {e}"))?,
+        };
+        subjects.push(NamedSubject { name: s.name, command, op: s.op, profile: s.profile, env: s.env, timeout });
+    }
+    Ok(Config { subjects })
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// Loads `path` (which must exist), or `bitparity.toml` of the current
+/// folder when there is one; once per process.
+pub fn load(path: Option<&Path>) -> Result<(), String> {
+    let ops: Vec<&str> = crate::harness::ops().iter().map(|o| o.name()).collect();
+    let config = match path {
+        Some(p) => {
+            let bytes = crate::fsio::read_capped(p, MAX_BYTES)?;
+            parse(&String::from_utf8_lossy(&bytes), &p.display().to_string(), &ops)?
+        }
+        None if Path::new(DEFAULT_FILE).is_file() => {
+            let bytes = crate::fsio::read_capped(Path::new(DEFAULT_FILE), MAX_BYTES)?;
+            parse(&String::from_utf8_lossy(&bytes), DEFAULT_FILE, &ops)?
+        }
+        None => Config::default(),
+    };
+    let _ = CONFIG.set(config);
+    Ok(())
+}
+
+/// The loaded configuration (empty when none was loaded).
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(Config::default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPS: [&str; 2] = ["seqwise_loss", "router"];
+
+    #[test]
+    fn a_good_file_parses() {
+        let c = parse(
+            r#"
+[[subject]]
+name = "mine"
+command = "python3 'my kernel.py' --fast"
+op = "seqwise_loss"
+profile = "serial"
+env = { BITPARITY_DEVICE = "cpu" }
+timeout_s = 2.5
+
+[[subject]]
+name = "theirs"
+command = ["python3", "x.py"]
+op = "router"
+"#,
+            "t.toml",
+            &OPS,
+        )
+        .unwrap();
+        assert_eq!(c.subjects[0].command, ["python3", "my kernel.py", "--fast"]);
+        assert_eq!(c.subjects[0].timeout, Duration::from_secs_f64(2.5));
+        assert_eq!(c.subjects[1].profile, None);
+        assert_eq!(c.subjects[1].timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_the_reason() {
+        let cases = [
+            ("[[subject]]\nname='a'\ncommand='x'\nop='router'\nprofle='serial'\n", "profle"),
+            ("[[subjects]]\nname='a'\n", "subjects"),
+            ("[[subject]]\nname='a'\ncommand='x'\n", "op"),
+            ("[[subject]]\nname='a'\ncommand='x'\nop='nope'\n", "unknown op"),
+            ("[[subject]]\nname='cuda'\ncommand='x'\nop='router'\n", "built-in"),
+            ("[[subject]]\nname='exec:x'\ncommand='x'\nop='router'\n", "built-in"),
+            ("[[subject]]\nname='a'\ncommand=''\nop='router'\n", "empty command"),
+            ("[[subject]]\nname='a'\ncommand='x'\nop='router'\ntimeout_s=0\n", "timeout"),
+            (
+                "[[subject]]\nname='a'\ncommand='x'\nop='router'\n[[subject]]\nname='a'\ncommand='y'\nop='router'\n",
+                "second",
+            ),
+            ("[[subject]]\nname='a'\ncommand='x \"'\nop='router'\n", "split"),
+            ("not toml at all", "t.toml"),
+        ];
+        for (text, want) in cases {
+            let e = parse(text, "t.toml", &OPS).unwrap_err();
+            assert!(e.contains(want) && e.contains("t.toml"), "{text:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,577 @@
+//! One child process speaking the protocol of `docs/protocol.md`: spawned
+//! in a process group of its own (a terminal's SIGINT reaches bitparity,
+//! which ends the run cleanly, not the child, whose death would read as a
+//! crash), fed and read by threads of its own so that every read and write
+//! has a deadline (a child that hangs, or never reads its stdin, cannot
+//! block bitparity), its stderr drained continuously (a child that prints a
+//! lot would otherwise block on a full pipe) and its last lines kept for the
+//! report. A broken child is killed with its whole process group and reaped:
+//! no zombie, no orphan left sleeping.
+//!
+//! Nothing here knows an op: it moves frames (a length-prefixed JSON header,
+//! then the raw buffers the header lists) and checks their sizes against
+//! what the caller expects before allocating anything.
+
+use serde_json::{Map, Value};
+use std::collections::{BTreeSet, VecDeque};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The protocol version this build speaks.
+pub const VERSION: u64 = 1;
+/// The largest JSON header either side may send (a header lists a few
+/// fields and buffer sizes: a few hundred bytes).
+pub const MAX_HEADER: u32 = 1 << 20;
+/// Stderr lines kept for a crash report, and the characters kept of each.
+const STDERR_LINES: usize = 12;
+const STDERR_LINE_CHARS: usize = 300;
+/// The least time a child has for its handshake.
+pub const STARTUP: Duration = Duration::from_secs(30);
+/// Chunks of stdout the reader thread may hold ahead of the parser: a child
+/// that floods its stdout is slowed by the pipe, not buffered into memory.
+const READ_AHEAD: usize = 16;
+
+/// The element type of a buffer on the wire (little-endian).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    F32,
+    U32,
+    /// Booleans as bytes 0 and 1.
+    U8,
+}
+
+impl Dtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::U32 => "u32",
+            Dtype::U8 => "u8",
+        }
+    }
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::U32 => 4,
+            Dtype::U8 => 1,
+        }
+    }
+}
+
+/// A buffer: its name, type, element count and bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub name: &'static str,
+    pub dtype: Dtype,
+    pub bytes: Vec<u8>,
+}
+
+impl Buffer {
+    pub fn f32s(name: &'static str, v: &[f32]) -> Buffer {
+        Buffer { name, dtype: Dtype::F32, bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect() }
+    }
+    pub fn bools(name: &'static str, v: &[bool]) -> Buffer {
+        Buffer { name, dtype: Dtype::U8, bytes: v.iter().map(|&b| b as u8).collect() }
+    }
+    pub fn len(&self) -> usize {
+        self.bytes.len() / self.dtype.size()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    pub fn to_f32(&self) -> Vec<f32> {
+        self.bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+    pub fn to_u32(&self) -> Vec<u32> {
+        self.bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+    /// Booleans; a byte other than 0 or 1 is a garbled reply.
+    pub fn to_bools(&self) -> Result<Vec<bool>, String> {
+        self.bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| match b {
+                0 => Ok(false),
+                1 => Ok(true),
+                _ => Err(format!("{}[{i}] = {b}: a boolean must be 0 or 1", self.name)),
+            })
+            .collect()
+    }
+}
+
+/// An output the reply must hold: its name, type and element count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expected {
+    pub name: &'static str,
+    pub dtype: Dtype,
+    pub len: usize,
+}
+
+/// A request: the op's header fields and its input buffers.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub header: Map<String, Value>,
+    pub buffers: Vec<Buffer>,
+}
+
+/// A buffer as a header lists it: name, dtype, element count.
+type Listed = (String, String, u64);
+
+/// The handshake a child opens with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hello {
+    pub ops: Vec<String>,
+    pub profile: Option<String>,
+}
+
+/// A reply that is not outputs: the child's own typed error.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Refusal {
+    Invalid(String),
+    Unavailable(String),
+    Device(String),
+}
+
+/// Why a request got no reply that can be used: the child crashed, hung,
+/// or broke the protocol. The child is dead (killed and reaped) after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Broken(pub String);
+
+impl Broken {
+    pub fn message(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// Why a child could not be started.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StartError {
+    /// The program could not be run at all (no such file, not executable).
+    Spawn(String),
+    /// It ran but did not open with a valid handshake.
+    Handshake(Broken),
+}
+
+/// Child processes alive now, by pid: [`kill_all`] ends them when bitparity
+/// stops early (a second SIGINT) and at exit.
+static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn live() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills every child process group still alive and reaps the children:
+/// called at exit and by the SIGINT handler before it ends the process.
+pub fn kill_all() {
+    let pids: Vec<i32> = std::mem::take(&mut *live()).into_iter().collect();
+    for pid in pids {
+        // SAFETY: plain syscalls on a pid this process spawned and has not
+        // reaped (it leaves LIVE when reaped): no memory is involved.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// What was spawned, for messages.
+#[derive(Clone, Debug)]
+pub struct Spawn {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+}
+
+/// A running child.
+pub struct Child {
+    proc: std::process::Child,
+    pid: i32,
+    to_child: Option<SyncSender<Vec<u8>>>,
+    from_child: Receiver<Option<Vec<u8>>>,
+    /// Bytes received and not yet parsed.
+    pending: VecDeque<u8>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    timeout: Duration,
+    dead: bool,
+    /// Its stdout closed: it is exiting, or has exited.
+    eof: bool,
+}
+
+impl Child {
+    /// Starts the child and reads its handshake (within the timeout).
+    pub fn start(spec: &Spawn) -> Result<(Child, Hello), StartError> {
+        let (program, args) = spec.argv.split_first().ok_or_else(|| StartError::Spawn("an empty command".into()))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+        {
+            use std::os::unix::process::CommandExt;
+            // Its own process group: the terminal's SIGINT is bitparity's to
+            // handle; and the group can be killed with whatever it spawned.
+            cmd.process_group(0);
+        }
+        let mut proc = cmd.spawn().map_err(|e| StartError::Spawn(format!("cannot start {program:?}: {e}")))?;
+        let pid = proc.id() as i32;
+        live().insert(pid);
+        let (stdin, stdout, stderr) = (proc.stdin.take(), proc.stdout.take(), proc.stderr.take());
+        let (to_child, writer_rx) = sync_channel::<Vec<u8>>(1);
+        let (reader_tx, from_child) = sync_channel::<Option<Vec<u8>>>(READ_AHEAD);
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(mut stdin) = stdin {
+            std::thread::spawn(move || {
+                // Ends when the request channel closes or the child stops
+                // reading (EPIPE after it died or was killed).
+                while let Ok(bytes) = writer_rx.recv() {
+                    if stdin.write_all(&bytes).and_then(|()| stdin.flush()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        if let Some(mut stdout) = stdout {
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 << 10];
+                loop {
+                    match stdout.read(&mut buf) {
+                        Ok(0) | Err(_) => {
+                            let _ = reader_tx.send(None);
+                            return;
+                        }
+                        Ok(n) => {
+                            if reader_tx.send(Some(buf[..n].to_vec())).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        if let Some(stderr) = stderr {
+            let tail = tail.clone();
+            std::thread::spawn(move || drain_stderr(stderr, &tail));
+        }
+        let mut child = Child {
+            proc,
+            pid,
+            to_child: Some(to_child),
+            from_child,
+            pending: VecDeque::new(),
+            stderr: tail,
+            timeout: spec.timeout,
+            dead: false,
+            eof: false,
+        };
+        // Starting may take longer than a reply (a GPU provider imports
+        // torch and initialises CUDA): the handshake gets at least this.
+        let deadline = Instant::now() + spec.timeout.max(STARTUP);
+        match child.read_hello(deadline) {
+            Ok(h) => Ok((child, h)),
+            Err(why) => Err(StartError::Handshake(child.fail(&format!("handshake: {why}")))),
+        }
+    }
+
+    fn read_hello(&mut self, deadline: Instant) -> Result<Hello, String> {
+        let (h, lens) = self.read_header(deadline)?;
+        if !lens.is_empty() {
+            return Err("the handshake lists buffers".into());
+        }
+        if h.get("protocol").and_then(Value::as_str) != Some("bitparity") {
+            return Err(format!("not a bitparity handshake: {}", clip(&Value::Object(h).to_string())));
+        }
+        match h.get("version").and_then(Value::as_u64) {
+            Some(VERSION) => {}
+            v => return Err(format!("protocol version {v:?}; this bitparity speaks version {VERSION}")),
+        }
+        let ops = h
+            .get("ops")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|o| o.as_str().map(String::from)).collect::<Vec<_>>())
+            .filter(|a| !a.is_empty())
+            .ok_or("the handshake names no op (`ops`: a list of op names)")?;
+        let profile = match h.get("profile") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(p)) => Some(p.clone()),
+            Some(v) => return Err(format!("`profile` must be a name or null, not {v}")),
+        };
+        Ok(Hello { ops, profile })
+    }
+
+    /// Sends `req` and reads the reply: outputs exactly as `expected` lists
+    /// them (names, types, counts, in order), or the child's typed error.
+    /// Anything else (a crash, a hang past the timeout, garbage) breaks the
+    /// child: it is killed and reaped, and why is returned.
+    pub fn request(
+        &mut self,
+        header: &Map<String, Value>,
+        buffers: &[Buffer],
+        expected: &[Expected],
+    ) -> Result<Result<Vec<Buffer>, Refusal>, Broken> {
+        if self.dead {
+            return Err(Broken("the child is gone".into()));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let frame = encode_frame(header, buffers);
+        // Never a blocking send: the writer thread holds at most the frame
+        // before this one, and still holding it means the child has
+        // stopped reading its stdin (it answered without reading a
+        // request whole): waiting on it would hang bitparity.
+        let sent = match self.to_child.as_ref().map(|t| t.try_send(frame)) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(std::sync::mpsc::TrySendError::Full(_))) => Err("it stopped reading its stdin"),
+            _ => Err("its stdin is closed"),
+        };
+        if let Err(why) = sent {
+            return Err(self.fail(why));
+        }
+        match self.read_reply(deadline, expected) {
+            Ok(r) => Ok(r),
+            Err(why) => Err(self.fail(&why)),
+        }
+    }
+
+    fn read_reply(&mut self, deadline: Instant, expected: &[Expected]) -> Result<Result<Vec<Buffer>, Refusal>, String> {
+        let (h, lens) = self.read_header(deadline)?;
+        if let Some(kind) = h.get("error") {
+            if !lens.is_empty() {
+                return Err("an error reply lists buffers".into());
+            }
+            let message = h.get("message").and_then(Value::as_str).unwrap_or("").chars().take(2000).collect();
+            return match kind.as_str() {
+                Some("invalid") => Ok(Err(Refusal::Invalid(message))),
+                Some("unavailable") => Ok(Err(Refusal::Unavailable(message))),
+                Some("device") => Ok(Err(Refusal::Device(message))),
+                _ => Err(format!("unknown error kind {kind} (invalid, unavailable or device)")),
+            };
+        }
+        if h.get("ok") != Some(&Value::Bool(true)) {
+            return Err(format!(
+                "a reply is {{\"ok\": true, ...}} or {{\"error\": ...}}: {}",
+                clip(&Value::Object(h).to_string())
+            ));
+        }
+        // Every size is checked against what the case implies before a
+        // byte of it is read or allocated.
+        let got: Vec<String> = lens.iter().map(|(n, d, l)| format!("{n}:{d}[{l}]")).collect();
+        let want: Vec<String> = expected.iter().map(|e| format!("{}:{}[{}]", e.name, e.dtype.name(), e.len)).collect();
+        if got != want {
+            return Err(format!(
+                "the reply lists outputs [{}], the case implies [{}]",
+                got.join(", "),
+                want.join(", ")
+            ));
+        }
+        let mut out = Vec::with_capacity(expected.len());
+        for e in expected {
+            let bytes = self.read_exact(e.len * e.dtype.size(), deadline)?;
+            out.push(Buffer { name: e.name, dtype: e.dtype, bytes });
+        }
+        Ok(Ok(out))
+    }
+
+    /// One header: `u32` length, JSON object; its buffer list as
+    /// (name, dtype, count).
+    fn read_header(&mut self, deadline: Instant) -> Result<(Map<String, Value>, Vec<Listed>), String> {
+        let len = self.read_exact(4, deadline)?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        if len > MAX_HEADER {
+            return Err(format!("a header of {len} bytes announced (at most {MAX_HEADER}): garbage on stdout?"));
+        }
+        let bytes = self.read_exact(len as usize, deadline)?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("a header that is not JSON ({e}): {}", clip(&String::from_utf8_lossy(&bytes))))?;
+        let Value::Object(mut h) = v else {
+            return Err(format!("a header that is not a JSON object: {}", clip(&v.to_string())));
+        };
+        let lens = match h.remove("buffers") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|b| match b.as_array().map(|x| x.as_slice()) {
+                    Some([Value::String(n), Value::String(d), Value::Number(l)]) if l.as_u64().is_some() => {
+                        Ok((n.clone(), d.clone(), l.as_u64().unwrap_or(0)))
+                    }
+                    _ => Err(format!("a buffer is [name, dtype, count], not {}", clip(&b.to_string()))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(v) => return Err(format!("`buffers` must be a list, not {}", clip(&v.to_string()))),
+        };
+        Ok((h, lens))
+    }
+
+    fn read_exact(&mut self, n: usize, deadline: Instant) -> Result<Vec<u8>, String> {
+        while self.pending.len() < n {
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
+            match self.from_child.recv_timeout(left) {
+                Ok(Some(chunk)) => self.pending.extend(chunk),
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                    self.eof = true;
+                    let midway = if self.pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" in the middle of a frame ({} of {n} bytes)", self.pending.len())
+                    };
+                    return Err(format!("its stdout closed{midway}"));
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let midway = if self.pending.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": the frame stopped after {} of {n} bytes", self.pending.len())
+                    };
+                    return Err(format!(
+                        "no reply within {} s (the subject's timeout){midway}",
+                        self.timeout.as_secs_f64()
+                    ));
+                }
+            }
+        }
+        Ok(self.pending.drain(..n).collect())
+    }
+
+    /// Kills the child (its process group), reaps it, and says what
+    /// happened: the reason, how it ended, its last stderr lines.
+    fn fail(&mut self, why: &str) -> Broken {
+        let status = self.end();
+        let tail: Vec<String> = self.stderr.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        let mut msg = format!("{why}; {status}");
+        if !tail.is_empty() {
+            msg += &format!("; its last stderr lines: {}", tail.join(" | "));
+        }
+        Broken(msg)
+    }
+
+    /// Ends the child and reaps it: how it ended. A child that closed its
+    /// stdout is given a moment to exit on its own, so that a crash reads
+    /// as the signal or exit code it was.
+    fn end(&mut self) -> String {
+        if self.dead {
+            return "the child is gone".into();
+        }
+        self.dead = true;
+        self.to_child = None;
+        // A hung child is killed at once; one whose stdout closed gets a
+        // moment to end by itself.
+        let grace = Instant::now() + if self.eof { Duration::from_millis(500) } else { Duration::ZERO };
+        let mut status = None;
+        while Instant::now() < grace {
+            match self.proc.try_wait() {
+                Ok(Some(s)) => {
+                    status = Some(s);
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(_) => break,
+            }
+        }
+        let text = match status {
+            Some(s) => describe_status(s),
+            None => "killed by bitparity".to_string(),
+        };
+        // The whole group: whatever the child spawned goes with it.
+        // SAFETY: a signal to a process group this process created.
+        unsafe {
+            libc::kill(-self.pid, libc::SIGKILL);
+        }
+        let _ = self.proc.wait();
+        live().remove(&self.pid);
+        text
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if !self.dead {
+            self.end();
+        }
+    }
+}
+
+fn describe_status(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("the child exited with code {c}"),
+        (None, Some(sig)) => format!("the child was killed by signal {sig}{}", signal_name(sig)),
+        _ => format!("the child ended ({s})"),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        libc::SIGKILL => " (SIGKILL)",
+        libc::SIGBUS => " (SIGBUS)",
+        libc::SIGFPE => " (SIGFPE)",
+        libc::SIGTERM => " (SIGTERM)",
+        libc::SIGINT => " (SIGINT)",
+        _ => "",
+    }
+}
+
+/// Keeps the last lines of the child's stderr, each clipped; reads until
+/// the pipe closes so that the child never blocks on it.
+fn drain_stderr(mut r: impl Read, tail: &Mutex<VecDeque<String>>) {
+    let mut buf = [0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    let push = |line: &mut Vec<u8>| {
+        let text: String = String::from_utf8_lossy(line).trim_end().chars().take(STDERR_LINE_CHARS).collect();
+        line.clear();
+        if text.is_empty() {
+            return;
+        }
+        let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+        if t.len() == STDERR_LINES {
+            t.pop_front();
+        }
+        t.push_back(text);
+    };
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                push(&mut line);
+                return;
+            }
+            Ok(n) => {
+                for &b in &buf[..n] {
+                    if b == b'\n' {
+                        push(&mut line);
+                    } else if line.len() < STDERR_LINE_CHARS * 4 {
+                        line.push(b);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The bytes of one frame: header length, header (with its buffer list),
+/// then the buffers.
+pub fn encode_frame(header: &Map<String, Value>, buffers: &[Buffer]) -> Vec<u8> {
+    let mut h = header.clone();
+    let list: Vec<Value> = buffers
+        .iter()
+        .map(|b| Value::Array(vec![b.name.into(), b.dtype.name().into(), (b.len() as u64).into()]))
+        .collect();
+    h.insert("buffers".into(), Value::Array(list));
+    let text = Value::Object(h).to_string();
+    let payload: usize = buffers.iter().map(|b| b.bytes.len()).sum();
+    let mut out = Vec::with_capacity(4 + text.len() + payload);
+    out.extend((text.len() as u32).to_le_bytes());
+    out.extend(text.as_bytes());
+    for b in buffers {
+        out.extend(&b.bytes);
+    }
+    out
+}
+
+/// At most 200 characters of `s`, for messages about garbage.
+fn clip(s: &str) -> String {
+    let c: String = s.chars().take(200).collect();
+    if c.len() < s.len() {
+        format!("{c}...")
+    } else {
+        c
+    }
+}
