@@ -9,7 +9,7 @@
 use bitparity::gen::GenConfig;
 use bitparity::harness::{case_at, resolve, Harness, ResolveError};
 use bitparity::props::{applies, judge, Property, References};
-use bitparity::subject::{AnyOrderSubject, ProfileOracle, Subject, SubjectRef};
+use bitparity::subject::{AnyOrderSubject, ProfileOracle, SubjectRef};
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::op::shared_expert::SharedExpert;
@@ -99,7 +99,8 @@ fn all_fail<O: Harness>(subjects: &[SubjectRef<O>], n: u64) {
             }
         }
     }
-    let missed: Vec<String> = subjects.iter().zip(&caught).filter(|(_, c)| c.is_none()).map(|(s, _)| s.name()).collect();
+    let missed: Vec<String> =
+        subjects.iter().zip(&caught).filter(|(_, c)| c.is_none()).map(|(s, _)| s.name()).collect();
     assert!(missed.is_empty(), "{}: not caught in {n} cases: {missed:?}", O::NAME);
 }
 
@@ -152,11 +153,10 @@ fn planted_formula_bugs_fail_when_judged_as_profile_less() {
             .map(|b| hide(planted(b)))
             .collect();
     all_fail(&seq, 60);
-    let router: Vec<SubjectRef<Router>> =
-        ["bias-in-weights", "group-top1", "ties-high", "padding-counted", "fast-exp"]
-            .into_iter()
-            .map(|b| hide(planted(b)))
-            .collect();
+    let router: Vec<SubjectRef<Router>> = ["bias-in-weights", "group-top1", "ties-high", "padding-counted", "fast-exp"]
+        .into_iter()
+        .map(|b| hide(planted(b)))
+        .collect();
     all_fail(&router, 60);
     let se: Vec<SubjectRef<SharedExpert>> = ["bf16-truncate", "h-rounded-twice", "dx-rounded", "gate-up-swapped"]
         .into_iter()

@@ -192,8 +192,13 @@ impl AnyOrder {
     /// Whether the admissible values [x - spread, x + spread] may compare
     /// with `c` otherwise than x does.
     fn straddles(&self, c: f64) -> bool {
-        if self.determined() || self.x.is_nan() {
+        if self.determined() {
             return false;
+        }
+        if self.x.is_nan() {
+            // NaN here, perhaps a number in another order (an overflow
+            // that another order avoids): either outcome.
+            return true;
         }
         let x = self.x as f64;
         let (lo, hi) = ((x - self.spread).next_down(), (x + self.spread).next_up());
@@ -323,12 +328,15 @@ impl Num for AnyOrder {
     fn cmp_num(&self, y: &Self) -> Option<Ordering> {
         // A value compared with itself (the selections' NaN test) is
         // never ambiguous: the subject's value equals itself too.
-        if !std::ptr::eq(self, y) && !(self.determined() && y.determined()) && !self.x.is_nan() && !y.x.is_nan() {
+        let same_or_fixed = std::ptr::eq(self, y) || (self.determined() && y.determined());
+        if !same_or_fixed {
             let (a, b) = (self.x as f64, y.x as f64);
             let s = add_up(self.spread, y.spread);
-            // The admissible values of x - y lie in [a - b - s, a - b + s].
-            let d = a - b; // exact: two f32 in f64
-            if !s.is_finite() || (d - s).next_down().partial_cmp(&0.0) != (d + s).next_up().partial_cmp(&0.0) {
+            // The admissible values of x - y lie in [a - b - s, a - b + s]
+            // (a NaN that is not determined may be a number elsewhere).
+            let d = a - b; // exact for finite f32
+            let lo_hi = ((d - s).next_down().partial_cmp(&0.0), (d + s).next_up().partial_cmp(&0.0));
+            if !s.is_finite() || d.is_nan() || lo_hi.0 != lo_hi.1 {
                 note_ambiguous();
             }
         }
@@ -382,8 +390,7 @@ impl Num for AnyOrder {
     fn sum_any_order(xs: &[Self]) -> Self {
         // Exact, determined zeros (skipped padding rows) take part in no
         // rounding: a tree over the other terms, with +0.0 added exactly.
-        let terms: Vec<&AnyOrder> =
-            xs.iter().filter(|t| !(t.x == 0.0 && t.err == 0.0 && t.spread == 0.0)).collect();
+        let terms: Vec<&AnyOrder> = xs.iter().filter(|t| !(t.x == 0.0 && t.err == 0.0 && t.spread == 0.0)).collect();
         let x = xs.iter().fold(0.0f32, |acc, t| acc + t.x);
         match terms.len() {
             0 => return AnyOrder::input(x),

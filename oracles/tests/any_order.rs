@@ -102,9 +102,11 @@ fn dot_products_with_and_without_fma_are_within_the_bound() {
         let a: Vec<f32> = (0..n).map(|_| rng.value()).collect();
         // Some factors tiny, so that products underflow (where an FMA
         // differs from a rounded product the most).
-        let b: Vec<f32> = (0..n).map(|i| if i % 5 == 0 { rng.value() * 2f32.powi(-120) } else { rng.value() }).collect();
+        let b: Vec<f32> =
+            (0..n).map(|i| if i % 5 == 0 { rng.value() * 2f32.powi(-120) } else { rng.value() }).collect();
         let exact: Rational = a.iter().zip(&b).map(|(&x, &y)| rat(x) * rat(y)).sum();
-        let terms: Vec<AnyOrder> = a.iter().zip(&b).map(|(&x, &y)| AnyOrder::input(x).mul(&AnyOrder::input(y))).collect();
+        let terms: Vec<AnyOrder> =
+            a.iter().zip(&b).map(|(&x, &y)| AnyOrder::input(x).mul(&AnyOrder::input(y))).collect();
         let any = ReductionOrder::Any.reduce(&terms);
         let products: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
         let mut evaluations = orders(&products, &mut rng);
@@ -133,7 +135,8 @@ fn quotients_and_products_of_sums_in_any_order_are_within_the_bound() {
         let c: Vec<f32> = draw(&mut rng).iter().map(|x| x.abs()).collect();
         let sum = |v: &[f32]| v.iter().map(|&x| rat(x)).sum::<Rational>();
         let exact = sum(&a) * sum(&b) / sum(&c);
-        let any_sum = |v: &[f32]| ReductionOrder::Any.reduce(&v.iter().map(|&x| AnyOrder::input(x)).collect::<Vec<_>>());
+        let any_sum =
+            |v: &[f32]| ReductionOrder::Any.reduce(&v.iter().map(|&x| AnyOrder::input(x)).collect::<Vec<_>>());
         let any = any_sum(&a).mul(&any_sum(&b)).div(&any_sum(&c));
         let (oa, ob, oc) = (orders(&a, &mut rng), orders(&b, &mut rng), orders(&c, &mut rng));
         for i in 0..oa.len() {
