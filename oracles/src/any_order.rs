@@ -150,7 +150,7 @@ impl AnyOrder {
     /// The value `x` with the bounds given, or no bound where x is not
     /// finite, a bound is not, or an admissible value may overflow.
     fn finish(x: f32, err: f64, spread: f64) -> Self {
-        if !x.is_finite() || !err.is_finite() {
+        if !x.is_finite() {
             // A determined infinity or NaN is still every subject's value
             // (decisions on it are certain); its bound says nothing.
             return AnyOrder { x, err: f64::INFINITY, spread: if spread == 0.0 { 0.0 } else { f64::INFINITY } };
@@ -159,7 +159,10 @@ impl AnyOrder {
         if !spread.is_finite() || (spread > 0.0 && add_up(x.abs() as f64, spread) > f32::MAX as f64) {
             return AnyOrder { x, err: f64::INFINITY, spread: f64::INFINITY };
         }
-        AnyOrder { x, err, spread }
+        // No bound on the distance from the exact value (an input that
+        // overflowed, say) does not make the admissible values any less
+        // known: the spread stays, and decisions on it stay certain.
+        AnyOrder { x, err: if err.is_finite() { err } else { f64::INFINITY }, spread }
     }
 
     /// The same value as a [`Bounded`] (for the rules that apply when
@@ -272,15 +275,19 @@ impl Num for AnyOrder {
         }
         let z = self.x / y.x;
         let (ax, ay) = (self.x.abs() as f64, y.x.abs() as f64);
-        // Lower bounds of |v_y| and of |Y|: both must be positive.
+        // Lower bounds of |v_y| and of |Y|: each must be positive for the
+        // spread and the bound, respectively, to be finite.
         let (l_sub, l_exact) = (sub_down(ay, y.spread), sub_down(ay, y.err));
-        if !(l_sub > 0.0 && l_exact > 0.0) {
+        if !(l_sub > 0.0) {
             return AnyOrder::finish(z, f64::INFINITY, f64::INFINITY);
         }
-        let q_exact = div_up(add_up(ax, self.err), l_exact); // >= |X / Y|
-        let prop = div_up(add_up(self.err, mul_up(q_exact, y.err)), l_sub);
         let round = AnyOrder::rounding(div_up(add_up(ax, self.spread), l_sub));
-        let err = add_up(prop, round);
+        let err = if l_exact > 0.0 {
+            let q_exact = div_up(add_up(ax, self.err), l_exact); // >= |X / Y|
+            add_up(div_up(add_up(self.err, mul_up(q_exact, y.err)), l_sub), round)
+        } else {
+            f64::INFINITY
+        };
         // v_x/v_y - x/y = (v_x - x)/v_y + (x/y)(y - v_y)/v_y, then the
         // subject's rounding and the reference's (u|z| + eta).
         let q_ref = div_up(ax, ay);
@@ -301,22 +308,25 @@ impl Num for AnyOrder {
     /// what the spec specifies, and allowing it would need a declared
     /// accuracy of the subject's exp, which no subject states yet.
     ///
-    /// |e^v - e^X| <= e^(x + m) e_x and |e^v| <= e^(x + m), with
-    /// m = max(e_x, s_x) (so v, X <= x + m): err = e^(x+m) (e_x + u) + eta.
+    /// |e^v - e^X| <= e^(x + m) e_x with m = max(e_x, s_x) (so v, X <=
+    /// x + m), and |e^v| <= e^(x + s_x): err = e^(x+m) e_x + u e^(x+s_x) + eta.
     /// A determined argument gives a determined result.
     fn exp(&self) -> Self {
         if self.determined() {
             return AnyOrder::from_bounded(self.as_bounded().exp(), 0.0);
         }
         let z = crate::expf::exp_f32(self.x);
-        if !self.x.is_finite() || !self.err.is_finite() || !self.spread.is_finite() {
+        if !self.x.is_finite() || !self.spread.is_finite() {
             return AnyOrder::finish(z, f64::INFINITY, f64::INFINITY);
         }
+        // e^(x + s) bounds every admissible e^v; e^(x + max(e, s)) the
+        // exact one too (+inf where the bound is infinite).
+        let top_sub = crate::expf::exp_up(add_up(self.x as f64, self.spread));
         let top = crate::expf::exp_up(add_up(self.x as f64, self.err.max(self.spread)));
-        let round = AnyOrder::rounding(top);
+        let round = AnyOrder::rounding(top_sub);
         let err = add_up(mul_up(top, self.err), round);
         // |fl(e^v) - fl(e^x)| <= e^(x + s) s + both roundings.
-        let spread = add_up(add_up(mul_up(top, self.spread), round), AnyOrder::rounding(z.abs() as f64));
+        let spread = add_up(add_up(mul_up(top_sub, self.spread), round), AnyOrder::rounding(z.abs() as f64));
         AnyOrder::finish(z, err, spread)
     }
     fn cmp_f32(&self, c: f32) -> Option<Ordering> {
@@ -357,7 +367,7 @@ impl Num for AnyOrder {
     /// which reaches from any subject's rounding to the exact side's.
     fn round_bf16(&self) -> Rounding<Self> {
         let r = crate::bf16::round_f32(self.x);
-        if !self.x.is_finite() || !self.err.is_finite() || !self.spread.is_finite() {
+        if !self.x.is_finite() || !self.spread.is_finite() {
             let spread = if self.determined() { 0.0 } else { f64::INFINITY };
             return Rounding { decision: None, certain: false, value: AnyOrder { x: r, err: f64::INFINITY, spread } };
         }
@@ -369,10 +379,6 @@ impl Num for AnyOrder {
                 (crate::bf16::round_f64((x - m).next_down()), crate::bf16::round_f64((x + m).next_up()))
             }
         };
-        let (lo, hi) = ends(self.err.max(self.spread));
-        if lo.to_bits() == hi.to_bits() || (lo == 0.0 && hi == 0.0) {
-            return Rounding { decision: Some(r), certain: true, value: AnyOrder::input(r) };
-        }
         let dist = |a: f32, b: f32| {
             let d = (a as f64 - b as f64).abs();
             if d == 0.0 {
@@ -383,6 +389,15 @@ impl Num for AnyOrder {
         };
         let (slo, shi) = ends(self.spread);
         let spread = dist(shi, r).max(dist(r, slo));
+        if !self.err.is_finite() {
+            // Nothing known of the exact value: no claim about its
+            // rounding; the subjects' roundings still lie within `spread`.
+            return Rounding { decision: None, certain: false, value: AnyOrder::finish(r, f64::INFINITY, spread) };
+        }
+        let (lo, hi) = ends(self.err.max(self.spread));
+        if lo.to_bits() == hi.to_bits() || (lo == 0.0 && hi == 0.0) {
+            return Rounding { decision: Some(r), certain: true, value: AnyOrder::input(r) };
+        }
         Rounding { decision: None, certain: false, value: AnyOrder::finish(r, dist(hi, lo), spread) }
     }
     /// Any order, any association, products possibly contracted (see the
