@@ -278,7 +278,8 @@ impl Num for AnyOrder {
         // Lower bounds of |v_y| and of |Y|: each must be positive for the
         // spread and the bound, respectively, to be finite.
         let (l_sub, l_exact) = (sub_down(ay, y.spread), sub_down(ay, y.err));
-        if !(l_sub > 0.0) {
+        // (NaN: nothing known either.)
+        if l_sub.is_nan() || l_sub <= 0.0 {
             return AnyOrder::finish(z, f64::INFINITY, f64::INFINITY);
         }
         let round = AnyOrder::rounding(div_up(add_up(ax, self.spread), l_sub));
