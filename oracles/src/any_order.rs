@@ -77,7 +77,12 @@
 //!   ([`crate::mpfr::reference`]). Comparisons on determined values (the
 //!   router's selections on s + bias, the counts, the top-k of the inputs)
 //!   are never ambiguous; in practice only a clamp tie in a row of two or
-//!   more experts is.
+//!   more experts is (the backwards of 51 of 1000 generated router cases,
+//!   seed 5; none of 1000 seqwise_loss and 300 shared_expert cases).
+//!   The clamp max(n, eps) alone is continuous and could be bounded across
+//!   both branches; the gate that shares its comparison is not, so the row
+//!   is counted as a whole. The count is per run, not per output: one
+//!   ambiguous row leaves every output of the case undetermined.
 //!
 //! [`ReductionOrder::Any`]: crate::order::ReductionOrder::Any
 
