@@ -120,3 +120,38 @@ fn bad_input_gets_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("not a corpus entry"));
 }
+
+#[test]
+fn a_profile_less_subject_is_judged_by_the_any_order_bound_and_its_bug_replays() {
+    // anyorder:model:serial: accuracy judged (no n/a), conformance n/a.
+    let out = bitparity()
+        .args(["check", "--op", "router", "--subject", "anyorder:model:serial", "--cases", "20", "--seed", "4"])
+        .args(["--quiet", "--no-save", "--property", "accuracy", "--property", "conformance", "--json", "-"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let json = &stdout[stdout.find('{').expect("a JSON summary")..];
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let row = |p: &str| rows.iter().find(|r| r["property"] == p && r["subject"] == "anyorder:model:serial").unwrap();
+    assert_eq!((row("accuracy")["cases"].as_u64(), row("accuracy")["failures"].as_u64()), (Some(20), Some(0)));
+    assert!(row("conformance")["not_applicable"].as_str().unwrap().contains("claims no profile"));
+    // A planted bug seen as profile-less fails accuracy, is saved under its
+    // own name, and replays as still failing.
+    let dir = tmp("anyorder");
+    let out = bitparity()
+        .args(["check", "--op", "router", "--subject", "anyorder:bug:bias-in-weights", "--property", "accuracy"])
+        .args(["--cases", "40", "--seed", "4", "--quiet", "--corpus"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let saved = std::fs::read_dir(dir.join("router")).unwrap().count();
+    assert_eq!(saved, 1);
+    let out = bitparity().arg("replay").arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    // Once is enough.
+    let out = bitparity().args(["check", "--subject", "anyorder:anyorder:cuda", "--cases", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -3,6 +3,8 @@
 //! - [`case`]: each op's typed input, its validation and its outputs.
 //! - [`order`] and [`profile`]: numeric profiles as data (reduction orders).
 //! - [`bf16`]: rounding to bf16, a discrete decision of the profile.
+//! - [`any_order`]: the value type that bounds every admissible evaluation
+//!   of a subject that claims no profile (any order of every sum).
 //! - [`num`]: the value types the one generic implementation of each op runs on:
 //!   plain `f32` (the profile oracle), [`num::Bounded`] (f32 plus a rigorous
 //!   running error bound) and [`mpfr::Exact`] (MPFR plus its own bound).
@@ -11,6 +13,7 @@
 //!
 //! Pure CPU, no GPU, no proptest: usable without the rest of bitparity.
 
+pub mod any_order;
 pub mod bf16;
 pub mod case;
 pub mod expf;

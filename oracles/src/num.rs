@@ -42,6 +42,34 @@ pub trait Num: Clone + std::fmt::Debug {
     /// NaN stays NaN, subnormals kept): a discrete decision, with whether
     /// the exact value certainly rounds the same way (see [`crate::bf16`]).
     fn round_bf16(&self) -> Rounding<Self>;
+    /// A sum in no known order ([`crate::order::ReductionOrder::Any`]). The
+    /// default is the serial sum from +0.0: one admissible value (for f32),
+    /// the exact sum (for the exact types, where the order does not matter),
+    /// and for [`Bounded`] that serial value with its own rigorous bound,
+    /// which says nothing about other orders. [`crate::any_order::AnyOrder`]
+    /// overrides it with a bound that holds for every order.
+    fn sum_any_order(xs: &[Self]) -> Self {
+        let mut acc = Self::zero();
+        for x in xs {
+            acc = acc.add(x);
+        }
+        acc
+    }
+}
+
+/// A value type that carries, beside one f32 value, a rigorous bound on the
+/// distance from the exact value of the value a subject computes:
+/// [`Bounded`] (the profile's own value) and [`crate::any_order::AnyOrder`]
+/// (any admissible evaluation). What [`crate::mpfr::reference`] judges with.
+pub trait Bounds: Num {
+    /// The bound (+inf: none holds).
+    fn bound(&self) -> f64;
+}
+
+impl Bounds for Bounded {
+    fn bound(&self) -> f64 {
+        self.err
+    }
 }
 
 impl Num for f32 {

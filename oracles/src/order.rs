@@ -23,6 +23,16 @@ pub enum ReductionOrder {
     /// n: offsets n/2, n/4, ..., 1, as a warp shuffle does. Every lane ends with
     /// the same value because IEEE addition is commutative.
     Butterfly,
+    /// An order that is not known: any association of the n values in any
+    /// order, each addition rounded to f32, a product possibly contracted
+    /// into the addition that consumes it (an FMA). What a subject that
+    /// claims no profile may do (SPEC sections 2 and 5: "an unknown reduction
+    /// order of depth n"). It defines no f32 value, only a bound: the value
+    /// types say what they make of it ([`Num::sum_any_order`]; the plain
+    /// types compute one admissible value, the serial one, and
+    /// [`crate::any_order::AnyOrder`] a bound that holds for every order).
+    /// No kernel can claim it: it is no shipped profile's order.
+    Any,
 }
 
 impl ReductionOrder {
@@ -36,7 +46,7 @@ impl ReductionOrder {
     /// A chunk or lane count of zero has no meaning.
     pub fn validate(&self) -> Result<(), String> {
         match self {
-            ReductionOrder::Serial | ReductionOrder::Butterfly => Ok(()),
+            ReductionOrder::Serial | ReductionOrder::Butterfly | ReductionOrder::Any => Ok(()),
             ReductionOrder::Chunked { chunk: n, inner, outer } | ReductionOrder::Strided { lanes: n, inner, outer } => {
                 if *n == 0 {
                     return Err(format!("{self}: a size of 0"));
@@ -85,6 +95,7 @@ impl ReductionOrder {
                 }
                 v.swap_remove(0)
             }
+            ReductionOrder::Any => N::sum_any_order(xs),
         }
     }
 
@@ -98,6 +109,8 @@ impl ReductionOrder {
             }
             ReductionOrder::Strided { lanes, inner, outer } => inner.depth(n.div_ceil(*lanes)) + outer.depth(*lanes),
             ReductionOrder::Butterfly => n.max(1).next_power_of_two().trailing_zeros() as usize,
+            // The worst tree over n leaves is a chain of n - 1 additions.
+            ReductionOrder::Any => n.saturating_sub(1),
         }
     }
 }
@@ -107,6 +120,7 @@ impl fmt::Display for ReductionOrder {
         match self {
             ReductionOrder::Serial => write!(f, "Serial"),
             ReductionOrder::Butterfly => write!(f, "Butterfly"),
+            ReductionOrder::Any => write!(f, "Any"),
             ReductionOrder::Chunked { chunk, inner, outer } => {
                 write!(f, "Chunked{{{chunk}, {inner}, {outer}}}")
             }

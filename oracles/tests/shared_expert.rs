@@ -344,7 +344,7 @@ fn a_wrong_decision_the_profile_vouched_for_is_caught() {
     assert_eq!(exact.contradicted.len(), 1, "{:?}", exact.contradicted);
     assert!(exact.contradicted[0].starts_with("h[0][1]"), "{:?}", exact.contradicted);
     let y = forward::<SharedExpert>(&c, &p).unwrap();
-    let reference = ForwardReference::<SharedExpert> { bounded: bounded.clone(), exact };
+    let reference = ForwardReference::<SharedExpert> { bounded: bounded.clone(), exact, ambiguous: 0 };
     let acc = reference.judge(&c, &y);
     assert!(acc.outside.iter().any(|m| m.contains("decision contradicted: h[0][1]")), "{acc:?}");
     // The same move, not vouched for: a near tie, no failure.
@@ -362,7 +362,7 @@ fn a_wrong_decision_the_profile_vouched_for_is_caught() {
     let exact = exact_backward::<SharedExpert>(&c, Some(&wrong)).unwrap();
     assert_eq!(exact.contradicted.len(), 1);
     assert!(exact.contradicted[0].starts_with("dz[1][2]"), "{:?}", exact.contradicted);
-    let reference = BackwardReference::<SharedExpert> { bounded, exact };
+    let reference = BackwardReference::<SharedExpert> { bounded, exact, ambiguous: 0 };
     assert!(!reference.judge(&c, &backward::<SharedExpert>(&c, &p).unwrap()).outside.is_empty());
 }
 

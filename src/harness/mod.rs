@@ -24,7 +24,7 @@ pub mod shared_expert;
 pub use registry::{op_by_name, ops, DynOp};
 
 use crate::gen::GenConfig;
-use crate::subject::{Available, ProfileOracle, Skip, SubjectRef};
+use crate::subject::{AnyOrderSubject, Available, ProfileOracle, Skip, SubjectRef, ANY_ORDER_PREFIX};
 use oracles::op::{Op, Profile};
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::collections::BTreeSet;
@@ -174,8 +174,18 @@ pub fn available<O: Harness>() -> Available<O> {
 }
 
 /// Subjects by name: `all` (every available correct one), `oracle:<profile>`,
-/// `model:<profile>`, `cuda`, `bug:<name>`, `bugs` (every planted bug).
+/// `model:<profile>`, `cuda`, `bug:<name>`, `bugs` (every planted bug), and
+/// any of these after `anyorder:`, the same subjects judged as claiming no
+/// profile ([`AnyOrderSubject`]). Those are never among the defaults: they
+/// run only when named.
 pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveError> {
+    if let Some(inner) = name.strip_prefix(ANY_ORDER_PREFIX) {
+        if inner.starts_with(ANY_ORDER_PREFIX) {
+            return Err(ResolveError::Unknown(format!("{name:?}: {ANY_ORDER_PREFIX} once is enough")));
+        }
+        let subjects = resolve::<O>(inner)?;
+        return Ok(subjects.into_iter().map(|s| Arc::new(AnyOrderSubject(s)) as SubjectRef<O>).collect());
+    }
     let profile = |p: &str| {
         O::profiles().into_iter().find(|x| x.name() == p).ok_or_else(|| {
             let names: Vec<String> = O::profiles().iter().map(|p| p.name().to_string()).collect();
@@ -207,7 +217,8 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
             } else {
                 Err(ResolveError::Unknown(format!(
                     "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile>, bug:<name>, \
-                     exec:<command> or a subject of bitparity.toml"
+                     exec:<command> or a subject of bitparity.toml, each of them also after anyorder: (judged as \
+                     claiming no profile)"
                 )))
             }
         }

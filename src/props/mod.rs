@@ -9,6 +9,7 @@ use crate::harness::{Harness, Metamorphic};
 use crate::subject::{Subject, SubjectError, SubjectKind};
 use compare::{diff_groups, diff_transformed};
 use oracles::mpfr::histogram::RatioHistogram;
+use oracles::any_order::AnyOrder;
 use oracles::mpfr::reference::{Accuracy, BackwardReference, ForwardReference};
 use oracles::op::{self, Op, Profile};
 use serde::{Deserialize, Serialize};
@@ -141,9 +142,10 @@ pub fn applies<O: Harness>(property: Property, s: &dyn Subject<O>) -> Result<(),
         Property::Conformance if kind == SubjectKind::Oracle => {
             Err("the profile oracle itself: conformance would compare it with itself".into())
         }
-        Property::Conformance | Property::Accuracy | Property::Gradient if s.profile().is_none() => {
-            Err("the subject claims no profile".into())
-        }
+        // Accuracy and gradient judge a subject that claims no profile
+        // against the bound of every admissible evaluation (any order of
+        // every sum, SPEC sections 2 and 5): see [`accuracy`].
+        Property::Conformance if s.profile().is_none() => Err("the subject claims no profile".into()),
         Property::OffsetStride if kind == SubjectKind::Oracle => {
             Err("the profile oracle reads the case's logical values, not a memory layout".into())
         }
@@ -158,15 +160,18 @@ pub fn applies<O: Harness>(property: Property, s: &dyn Subject<O>) -> Result<(),
 }
 
 /// Per case, the references of each profile, computed once and shared by
-/// every subject that claims that profile.
+/// every subject that claims that profile, and the any-order references,
+/// shared by every subject that claims none.
 pub struct References<O: Op> {
     fwd: HashMap<String, ForwardReference<O>>,
     bwd: HashMap<String, BackwardReference<O>>,
+    any_fwd: Option<ForwardReference<O, AnyOrder>>,
+    any_bwd: Option<BackwardReference<O, AnyOrder>>,
 }
 
 impl<O: Op> Default for References<O> {
     fn default() -> Self {
-        References { fwd: HashMap::new(), bwd: HashMap::new() }
+        References { fwd: HashMap::new(), bwd: HashMap::new(), any_fwd: None, any_bwd: None }
     }
 }
 
@@ -178,6 +183,20 @@ impl<O: Op> References<O> {
             self.fwd.insert(name.clone(), r);
         }
         Ok(&self.fwd[&name])
+    }
+    fn any_forward(&mut self, case: &O::Case) -> Result<&ForwardReference<O, AnyOrder>, String> {
+        if self.any_fwd.is_none() {
+            let r = ForwardReference::any_order(case).map_err(|e| format!("the oracles refused the case: {e}"))?;
+            self.any_fwd = Some(r);
+        }
+        self.any_fwd.as_ref().ok_or_else(|| "no any-order reference".to_string())
+    }
+    fn any_backward(&mut self, case: &O::Case) -> Result<&BackwardReference<O, AnyOrder>, String> {
+        if self.any_bwd.is_none() {
+            let r = BackwardReference::any_order(case).map_err(|e| format!("the oracles refused the case: {e}"))?;
+            self.any_bwd = Some(r);
+        }
+        self.any_bwd.as_ref().ok_or_else(|| "no any-order reference".to_string())
     }
     fn backward(&mut self, case: &O::Case, p: &O::Profile) -> Result<&BackwardReference<O>, String> {
         let name = p.name().to_string();
@@ -331,16 +350,33 @@ fn validation<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
     Judgement::default()
 }
 
+/// The forward within its bound of the exact forward: the bound of the
+/// subject's profile, or, for a subject that claims none, the bound of every
+/// admissible evaluation (any order and association of every sum, products
+/// possibly contracted; [`oracles::any_order`]). A run of the latter where a
+/// decision could go either way for such a subject (a clamp tie in a sum of
+/// two or more terms) judges nothing: its outputs are counted undetermined.
 fn accuracy<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut References<O>) -> Judgement {
-    let Some(p) = s.profile() else { return Judgement::not_applicable() };
-    bounded("forward", forward(s, case).and_then(|f| Ok(refs.forward(case, &p).map_err(Stop::Failed)?.judge(case, &f))))
+    bounded(
+        "forward",
+        forward(s, case).and_then(|f| match s.profile() {
+            Some(p) => Ok(refs.forward(case, &p).map_err(Stop::Failed)?.judge(case, &f)),
+            None => Ok(refs.any_forward(case).map_err(Stop::Failed)?.judge(case, &f)),
+        }),
+    )
 }
 
+/// The backward within its bound of the exact backward, the analytic
+/// derivative of the exact forward (checked against finite differences by
+/// the `mpfr` row): as [`accuracy`], with the profile's bound or the
+/// any-order one.
 fn gradient<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut References<O>) -> Judgement {
-    let Some(p) = s.profile() else { return Judgement::not_applicable() };
     bounded(
         "backward",
-        backward(s, case).and_then(|b| Ok(refs.backward(case, &p).map_err(Stop::Failed)?.judge(case, &b))),
+        backward(s, case).and_then(|b| match s.profile() {
+            Some(p) => Ok(refs.backward(case, &p).map_err(Stop::Failed)?.judge(case, &b)),
+            None => Ok(refs.any_backward(case).map_err(Stop::Failed)?.judge(case, &b)),
+        }),
     )
 }
 

@@ -504,7 +504,7 @@ fn save_failure<O: Harness>(
     let Some(root) = &policy.root else {
         return SaveNote::NotSaved { reason: "saving is off (--no-save)".into() };
     };
-    if subject.starts_with("bug:") && !policy.planted {
+    if crate::subject::planted_name(subject).is_some() && !policy.planted {
         return SaveNote::NotSaved {
             reason: "a planted bug (a demonstration): not written to the corpus unless --corpus DIR is given".into(),
         };

@@ -88,6 +88,44 @@ impl<O: Op> Subject<O> for ProfileOracle<O> {
     }
 }
 
+/// The prefix of a subject's name seen as claiming no profile
+/// ([`AnyOrderSubject`]): `anyorder:model:serial`, `anyorder:bug:split-k`.
+pub const ANY_ORDER_PREFIX: &str = "anyorder:";
+
+/// A subject with its profile hidden: judged as a subject that claims no
+/// profile is (PyTorch eager, cuBLAS, a user's Triton kernel): accuracy and
+/// gradient within the bound of every admissible evaluation (any order and
+/// association of every sum, products possibly contracted into FMAs;
+/// `oracles::any_order`), every metamorphic property, no conformance. It
+/// shows what such a subject is held to: a correct subject in any order
+/// passes, a wrong formula fails. Its name is the wrapped one's with
+/// [`ANY_ORDER_PREFIX`].
+pub struct AnyOrderSubject<O: Op>(pub SubjectRef<O>);
+
+impl<O: Op> Subject<O> for AnyOrderSubject<O> {
+    fn name(&self) -> String {
+        format!("{ANY_ORDER_PREFIX}{}", self.0.name())
+    }
+    fn profile(&self) -> Option<O::Profile> {
+        None
+    }
+    fn kind(&self) -> SubjectKind {
+        self.0.kind()
+    }
+    fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError> {
+        self.0.forward(case)
+    }
+    fn backward(&self, case: &O::Case) -> Result<O::Bwd<f32>, SubjectError> {
+        self.0.backward(case)
+    }
+}
+
+/// The planted bug a subject name stands for (`bug:<name>`, or the same
+/// seen as claiming no profile, `anyorder:bug:<name>`): its `<name>`.
+pub fn planted_name(subject: &str) -> Option<&str> {
+    subject.strip_prefix(ANY_ORDER_PREFIX).unwrap_or(subject).strip_prefix("bug:")
+}
+
 /// A kernel model's refusal as a subject's: an invalid case stays invalid; a
 /// profile the model does not implement makes it unavailable for the case.
 pub fn model_error(e: crate::model::ModelError) -> SubjectError {

@@ -1,13 +1,16 @@
 //! What a result is judged against, for any [`Op`]: the exact result (Ziv's
 //! loop over the whole computation) on the profile's decisions, and the
-//! profile's own rigorous bound (the profile run on [`Bounded`]).
+//! profile's own rigorous bound (the profile run on [`Bounded`]), or, for a
+//! subject that claims no profile, the bound of every admissible evaluation
+//! (the `any-order` profile run on [`AnyOrder`]).
 
 use super::histogram::RatioHistogram;
 use super::rational::Rat;
 #[cfg(test)]
 use super::Bound;
 use super::{correctly_rounded, with_precision, Exact, Verdict, MAX_PREC, START_PREC};
-use crate::num::Bounded;
+use crate::any_order::{count_ambiguous, AnyOrder};
+use crate::num::{Bounded, Bounds};
 use crate::op::{Group, Op, Run, Values};
 use rug::Rational;
 
@@ -179,9 +182,9 @@ impl Accuracy {
     /// exact value. `undetermined_at` are the positions, among the real
     /// outputs, of those whose exact rounding stayed undetermined
     /// ([`ExactResult::undetermined_at`]).
-    pub fn of(
+    pub fn of<B: Bounds>(
         computed: &[Group<f32>],
-        bounded: &[Group<Bounded>],
+        bounded: &[Group<B>],
         exact: &[Group<Exact>],
         undetermined_at: &[usize],
     ) -> Self {
@@ -202,7 +205,7 @@ impl Accuracy {
                         continue;
                     }
                     for (i, ((cv, bv), xv)) in cv.iter().zip(bv.iter()).zip(xv.iter()).enumerate() {
-                        acc.add(|| c.label(i), *cv, bv.err, xv, undetermined_at.contains(&(position + i)));
+                        acc.add(|| c.label(i), *cv, bv.bound(), xv, undetermined_at.contains(&(position + i)));
                     }
                     position += xv.len();
                 }
@@ -221,64 +224,106 @@ impl Accuracy {
     }
 }
 
-/// The profile's forward with its running bound, and the exact forward on
-/// the profile's decisions: what a subject claiming that profile is judged
-/// against for accuracy.
-pub struct ForwardReference<O: Op> {
-    pub bounded: Run<O::Fwd<Bounded>, O::Decisions>,
-    pub exact: ExactResult<O::Fwd<Exact>>,
+/// The real outputs of some groups, counted.
+fn real_outputs<N>(groups: &[Group<N>]) -> usize {
+    reals(groups).count()
 }
 
-impl<O: Op> ForwardReference<O> {
+/// A run's outputs when a decision was ambiguous (see
+/// [`crate::any_order`]): the subject may have taken the other branch, so
+/// nothing is judged; every real output is counted as undetermined.
+fn ambiguous(real: usize) -> Accuracy {
+    Accuracy { undetermined: real, ..Default::default() }
+}
+
+/// What a subject's forward is judged against: the run on `B` of a profile
+/// (`Bounded`: the profile's own value and bound; [`AnyOrder`]: the
+/// `any-order` profile, every admissible evaluation), and the exact forward
+/// on that run's decisions (SPEC section 2).
+pub struct ForwardReference<O: Op, B: Bounds = Bounded> {
+    pub bounded: Run<O::Fwd<B>, O::Decisions>,
+    pub exact: ExactResult<O::Fwd<Exact>>,
+    /// Comparisons of the run whose outcome a subject may have taken the
+    /// other way (always 0 on `Bounded`, whose value is the profile's own).
+    pub ambiguous: usize,
+}
+
+impl<O: Op, B: Bounds> ForwardReference<O, B> {
     pub fn new(case: &O::Case, profile: &O::Profile) -> Result<Self, O::Error> {
-        let bounded = O::forward_on::<Bounded>(case, profile, None)?;
+        let (bounded, ambiguous) = count_ambiguous(|| O::forward_on::<B>(case, profile, None));
+        let bounded = bounded?;
         let exact = exact_forward::<O>(case, Some(&bounded.decisions))?;
-        Ok(ForwardReference { bounded, exact })
+        Ok(ForwardReference { bounded, exact, ambiguous })
     }
 
-    /// Every forward output of `computed` within the profile's bound of the
-    /// exact forward; integer outputs equal; every decision the profile
-    /// vouched for confirmed by the exact values.
+    /// Every forward output of `computed` within the bound of the exact
+    /// forward; integer outputs equal; every decision the run vouched for
+    /// confirmed by the exact values. Nothing judged where a decision was
+    /// ambiguous (every real output undetermined).
     pub fn judge(&self, case: &O::Case, computed: &O::Fwd<f32>) -> Accuracy {
+        let exact = O::fwd_groups(case, &self.exact.out);
+        if self.ambiguous > 0 {
+            return ambiguous(real_outputs(&exact));
+        }
         let mut acc = Accuracy::of(
             &O::fwd_groups(case, computed),
             &O::fwd_groups(case, &self.bounded.out),
-            &O::fwd_groups(case, &self.exact.out),
+            &exact,
             &self.exact.undetermined_at,
         );
         acc.near_ties = self.exact.near_ties;
         acc.undetermined = self.exact.undetermined;
         acc.outside.extend(self.exact.contradicted.iter().map(|c| format!("decision contradicted: {c}")));
         acc
+    }
+}
+
+impl<O: Op> ForwardReference<O, AnyOrder> {
+    /// The reference of a subject that claims no profile.
+    pub fn any_order(case: &O::Case) -> Result<Self, O::Error> {
+        Self::new(case, &O::any_order_profile())
     }
 }
 
 /// The backward counterpart of [`ForwardReference`].
-pub struct BackwardReference<O: Op> {
-    pub bounded: Run<O::Bwd<Bounded>, O::Decisions>,
+pub struct BackwardReference<O: Op, B: Bounds = Bounded> {
+    pub bounded: Run<O::Bwd<B>, O::Decisions>,
     pub exact: ExactResult<O::Bwd<Exact>>,
+    pub ambiguous: usize,
 }
 
-impl<O: Op> BackwardReference<O> {
+impl<O: Op, B: Bounds> BackwardReference<O, B> {
     pub fn new(case: &O::Case, profile: &O::Profile) -> Result<Self, O::Error> {
-        let bounded = O::backward_on::<Bounded>(case, profile, None)?;
+        let (bounded, ambiguous) = count_ambiguous(|| O::backward_on::<B>(case, profile, None));
+        let bounded = bounded?;
         let exact = exact_backward::<O>(case, Some(&bounded.decisions))?;
-        Ok(BackwardReference { bounded, exact })
+        Ok(BackwardReference { bounded, exact, ambiguous })
     }
 
-    /// Every backward output of `computed` within the profile's bound of the
-    /// exact backward.
+    /// Every backward output of `computed` within the bound of the exact
+    /// backward (see [`ForwardReference::judge`]).
     pub fn judge(&self, case: &O::Case, computed: &O::Bwd<f32>) -> Accuracy {
+        let exact = O::bwd_groups(case, &self.exact.out);
+        if self.ambiguous > 0 {
+            return ambiguous(real_outputs(&exact));
+        }
         let mut acc = Accuracy::of(
             &O::bwd_groups(case, computed),
             &O::bwd_groups(case, &self.bounded.out),
-            &O::bwd_groups(case, &self.exact.out),
+            &exact,
             &self.exact.undetermined_at,
         );
         acc.near_ties = self.exact.near_ties;
         acc.undetermined = self.exact.undetermined;
         acc.outside.extend(self.exact.contradicted.iter().map(|c| format!("decision contradicted: {c}")));
         acc
+    }
+}
+
+impl<O: Op> BackwardReference<O, AnyOrder> {
+    /// The reference of a subject that claims no profile.
+    pub fn any_order(case: &O::Case) -> Result<Self, O::Error> {
+        Self::new(case, &O::any_order_profile())
     }
 }
 

@@ -132,6 +132,10 @@ pub trait Op: Sized + Send + Sync + 'static {
     fn profiles() -> Vec<Self::Profile>;
     /// The profile the exact oracle runs (its order hardly matters there).
     fn exact_profile() -> Self::Profile;
+    /// The profile whose every sum is [`crate::order::ReductionOrder::Any`]:
+    /// run on [`crate::any_order::AnyOrder`] it bounds what a subject that
+    /// claims no profile may compute. Never among [`Op::profiles`].
+    fn any_order_profile() -> Self::Profile;
 
     /// The forward on any value type; `imposed` replaces the decisions the
     /// value type would take (the exact oracle takes the profile's).

@@ -36,6 +36,10 @@ impl Op for Router {
         RouterProfile::serial()
     }
 
+    fn any_order_profile() -> RouterProfile {
+        RouterProfile::any_order()
+    }
+
     fn forward_on<N: Num>(
         case: &RouterCase,
         profile: &RouterProfile,

@@ -39,6 +39,10 @@ impl Op for SeqwiseLoss {
         SeqwiseProfile::serial()
     }
 
+    fn any_order_profile() -> SeqwiseProfile {
+        SeqwiseProfile::any_order()
+    }
+
     fn forward_on<N: Num>(
         case: &SeqwiseCase,
         profile: &SeqwiseProfile,

@@ -36,6 +36,10 @@ impl Op for SharedExpert {
         SharedExpertProfile::serial()
     }
 
+    fn any_order_profile() -> SharedExpertProfile {
+        SharedExpertProfile::any_order()
+    }
+
     fn forward_on<N: Num>(
         case: &SharedExpertCase,
         profile: &SharedExpertProfile,

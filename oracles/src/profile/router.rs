@@ -31,6 +31,17 @@ impl RouterProfile {
         RouterProfile { name: "warp32".into(), norm: Serial, q: Serial, loss: SeqwiseProfile::gpu() }
     }
 
+    /// Every sum in no known order, the fused loss's too (see
+    /// [`SeqwiseProfile::any_order`]).
+    pub fn any_order() -> Self {
+        RouterProfile {
+            name: super::seqwise_loss::ANY_ORDER.into(),
+            norm: ReductionOrder::Any,
+            q: ReductionOrder::Any,
+            loss: SeqwiseProfile::any_order(),
+        }
+    }
+
     /// Every shipped profile.
     pub fn all() -> Vec<Self> {
         vec![Self::serial(), Self::gpu()]

@@ -9,6 +9,9 @@ pub const GPU_LANES: usize = 32;
 /// profile: it never depends on T, the SM count or the device.
 pub const GPU_TOKEN_CHUNK: usize = 64;
 
+/// The name of every op's profile whose sums are all [`ReductionOrder::Any`].
+pub const ANY_ORDER: &str = "any-order";
+
 /// The order of every sum `seqwise_loss` performs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeqwiseProfile {
@@ -49,6 +52,14 @@ impl SeqwiseProfile {
             raw: warp(),
             q: warp(),
         }
+    }
+
+    /// Every sum in no known order ([`ReductionOrder::Any`]): what a subject
+    /// that claims no profile is judged by (its bound, never its bits). Not
+    /// a shipped profile: no subject claims it.
+    pub fn any_order() -> Self {
+        use ReductionOrder::Any;
+        SeqwiseProfile { name: ANY_ORDER.into(), row: Any, tokens: Any, raw: Any, q: Any }
     }
 
     /// Every shipped profile.

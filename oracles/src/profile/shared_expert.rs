@@ -38,6 +38,14 @@ impl SharedExpertProfile {
         SharedExpertProfile { name: "serial".into(), z: Serial, y: Serial, dh: Serial, dx: Serial }
     }
 
+    /// Every dot product in no known order, products possibly contracted
+    /// into FMAs (see [`crate::any_order`]): split-K, tiles, cuBLAS's
+    /// choices alike. Not a shipped profile: no subject claims it.
+    pub fn any_order() -> Self {
+        use ReductionOrder::Any;
+        SharedExpertProfile { name: super::seqwise_loss::ANY_ORDER.into(), z: Any, y: Any, dh: Any, dx: Any }
+    }
+
     /// Every shipped profile.
     pub fn all() -> Vec<Self> {
         vec![Self::serial()]
