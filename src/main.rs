@@ -3,7 +3,7 @@
 //! Exit codes (README, "Exit codes"): 0 every judged case passed; 1 a
 //! property failed (or a corpus entry did not replay as it must); 2 a usage
 //! or input error; 3 nothing was judged, or a subject named on the command
-//! line could not run here; 130 interrupted (SIGINT) with no failure.
+//! line could not run here; 130 interrupted (SIGINT or SIGTERM) with no failure.
 
 use bitparity::corpus;
 use bitparity::devices;
