@@ -5,6 +5,7 @@
 //! summary ([`recorded`]), so `--seed X` reproduces a run.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Largest T x E of a generated case (default 4096).
 pub const MAX_TE: &str = "BITPARITY_MAX_TE";
@@ -90,7 +91,7 @@ pub fn check_environment() -> Result<(), String> {
     get::<String>(FUZZ_SUBJECT)?;
     get::<String>(NVRTC_EXTRA)?;
     if get::<f64>(EXEC_TIMEOUT)?.is_some() {
-        crate::exec::exec_timeout()?;
+        exec_timeout()?;
     }
     match get::<String>(REQUIRE_NVRTC)?.as_deref() {
         None | Some("0") | Some("1") => {}
@@ -141,6 +142,22 @@ pub fn shell_word(v: &str) -> String {
     } else {
         format!("'{}'", v.replace('\'', "'\\''"))
     }
+}
+
+/// The timeout of a command-line subject: `BITPARITY_EXEC_TIMEOUT`
+/// seconds, 60 by default (a GPU provider's first request initialises
+/// CUDA).
+pub fn exec_timeout() -> Result<Duration, String> {
+    let s = get_or::<f64>(EXEC_TIMEOUT, 60.0)?;
+    positive_seconds(s).map_err(|e| format!("{}: {e}", EXEC_TIMEOUT))
+}
+
+/// `s` seconds as a duration: positive, finite and at most a day.
+pub fn positive_seconds(s: f64) -> Result<Duration, String> {
+    if !(s > 0.0 && s <= 86_400.0) {
+        return Err(format!("{s} is not a timeout in seconds (more than 0, at most 86400)"));
+    }
+    Ok(Duration::from_secs_f64(s))
 }
 
 #[cfg(test)]

@@ -111,7 +111,7 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
         }
         let timeout = match s.timeout_s {
             None => Duration::from_secs(60),
-            Some(t) => super::positive_seconds(t).map_err(|e| format!("{at}: timeout_s: {e}"))?,
+            Some(t) => crate::knobs::positive_seconds(t).map_err(|e| format!("{at}: timeout_s: {e}"))?,
         };
         subjects.push(NamedSubject { name: s.name, command, op: s.op, profile: s.profile, env: s.env, timeout });
     }

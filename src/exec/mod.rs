@@ -25,7 +25,6 @@ use serde_json::{Map, Value};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 pub use process::kill_all;
 
@@ -243,7 +242,7 @@ pub fn spec_of(name: &str) -> Option<Result<(ExecSpec, String), String>> {
             Ok(_) => return Some(Err(format!("{name:?}: no command after exec:"))),
             Err(e) => return Some(Err(format!("{name:?}: cannot split the command: {e}"))),
         };
-        let timeout = match exec_timeout() {
+        let timeout = match crate::knobs::exec_timeout() {
             Ok(t) => t,
             Err(e) => return Some(Err(e)),
         };
@@ -262,22 +261,6 @@ pub fn spec_of(name: &str) -> Option<Result<(ExecSpec, String), String>> {
         configured_profile: Some(s.profile.clone()),
     };
     Some(Ok((spec, s.op.clone())))
-}
-
-/// The timeout of a command-line subject: `BITPARITY_EXEC_TIMEOUT`
-/// seconds, 60 by default (a GPU provider's first request initialises
-/// CUDA).
-pub fn exec_timeout() -> Result<Duration, String> {
-    let s = crate::knobs::get_or::<f64>(crate::knobs::EXEC_TIMEOUT, 60.0)?;
-    positive_seconds(s).map_err(|e| format!("{}: {e}", crate::knobs::EXEC_TIMEOUT))
-}
-
-/// `s` seconds as a duration: positive, finite and at most a day.
-pub fn positive_seconds(s: f64) -> Result<Duration, String> {
-    if !(s > 0.0 && s <= 86_400.0) {
-        return Err(format!("{s} is not a timeout in seconds (more than 0, at most 86400)"));
-    }
-    Ok(Duration::from_secs_f64(s))
 }
 
 /// What a first start of an external subject found, per name: its
