@@ -188,7 +188,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Check(args) => cmd_check(args),
-        Command::Replay { path, op, subject, config } => bitparity::exec::config::load(config.as_deref())
+        Command::Replay { path, op, subject, config } => bitparity::exec::config::load(config.as_deref(), &op_names())
             .and_then(|()| cmd_replay(&path, op.as_deref(), subject.as_deref())),
         Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
@@ -244,7 +244,7 @@ fn selected_ops(names: &[String]) -> Result<Vec<&'static dyn DynOp>, String> {
 
 fn cmd_check(a: CheckArgs) -> Outcome {
     let ops_selected = selected_ops(&a.op)?;
-    bitparity::exec::config::load(a.config.as_deref())?;
+    bitparity::exec::config::load(a.config.as_deref(), &op_names())?;
     let seconds = match a.seconds {
         None => None,
         Some(s) if s.is_nan() || s <= 0.0 => return Err("--seconds must be a positive number".into()),
@@ -694,4 +694,9 @@ fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, 
         Some(Err(m)) => Err(m),
         None => Err("no fuzz target to judge the artifact with".into()),
     }
+}
+
+/// Every registered op's name (what a `bitparity.toml` subject may name).
+fn op_names() -> Vec<&'static str> {
+    bitparity::harness::ops().iter().map(|o| o.name()).collect()
 }

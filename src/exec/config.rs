@@ -121,17 +121,17 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// Loads `path` (which must exist), or `bitparity.toml` of the current
-/// folder when there is one; once per process.
-pub fn load(path: Option<&Path>) -> Result<(), String> {
-    let ops: Vec<&str> = crate::harness::ops().iter().map(|o| o.name()).collect();
+/// folder when there is one; once per process. `ops` are the names a
+/// subject's `op` may take (the registry's).
+pub fn load(path: Option<&Path>, ops: &[&str]) -> Result<(), String> {
     let config = match path {
         Some(p) => {
             let bytes = crate::fsio::read_capped(p, MAX_BYTES)?;
-            parse(&String::from_utf8_lossy(&bytes), &p.display().to_string(), &ops)?
+            parse(&String::from_utf8_lossy(&bytes), &p.display().to_string(), ops)?
         }
         None if Path::new(DEFAULT_FILE).is_file() => {
             let bytes = crate::fsio::read_capped(Path::new(DEFAULT_FILE), MAX_BYTES)?;
-            parse(&String::from_utf8_lossy(&bytes), DEFAULT_FILE, &ops)?
+            parse(&String::from_utf8_lossy(&bytes), DEFAULT_FILE, ops)?
         }
         None => Config::default(),
     };

@@ -17,7 +17,7 @@ pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
 
-use crate::harness::{Harness, ResolveError};
+use crate::subject::ResolveError;
 use crate::subject::{Subject, SubjectError, SubjectKind, SubjectRef};
 use oracles::op::{Op, Profile};
 use process::{Broken, Buffer, Child, Expected, Hello, Refusal, Request, Spawn};
@@ -308,7 +308,7 @@ fn start(spec: &ExecSpec) -> Started {
 
 /// The external subject `name` for op `O`; `None` when `name` is no
 /// external subject's name.
-pub fn resolve<O: Harness>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, ResolveError>> {
+pub fn resolve<O: Op + Wire>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, ResolveError>> {
     let (spec, op) = match spec_of(name)? {
         Ok(x) => x,
         Err(e) => return Some(Err(ResolveError::Unknown(e))),

@@ -68,22 +68,7 @@ pub struct Planted<O: Op> {
     pub subject: SubjectRef<O>,
 }
 
-/// Why a subject name gave no subject.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ResolveError {
-    /// No such subject for this op (a usage error).
-    Unknown(String),
-    /// It exists but cannot run here (no GPU): the run must not pass.
-    Unavailable(String),
-}
-
-impl fmt::Display for ResolveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ResolveError::Unknown(m) | ResolveError::Unavailable(m) => f.write_str(m),
-        }
-    }
-}
+pub use crate::subject::ResolveError;
 
 /// The testing half of an op.
 pub trait Harness: Op + crate::exec::Wire {

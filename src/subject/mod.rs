@@ -140,6 +140,23 @@ pub fn invalid(e: impl fmt::Display) -> SubjectError {
     SubjectError::Invalid(e.to_string())
 }
 
+/// Why a subject name gave no subject.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResolveError {
+    /// No such subject for this op (a usage error).
+    Unknown(String),
+    /// It exists but cannot run here (no GPU): the run must not pass.
+    Unavailable(String),
+}
+
+impl fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResolveError::Unknown(m) | ResolveError::Unavailable(m) => f.write_str(m),
+        }
+    }
+}
+
 /// A suite that cannot run here, and why.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
