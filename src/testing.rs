@@ -12,7 +12,12 @@
 //! # use std::sync::Arc;
 //! # use bitparity::subject::SubjectRef;
 //! # use oracles::op::seqwise_loss::SeqwiseLoss;
-//! # fn my_kernel() -> SubjectRef<SeqwiseLoss> { unimplemented!() }
+//! # use bitparity::model::seqwise_loss::SeqwiseModel;
+//! # use oracles::profile::seqwise_loss::SeqwiseProfile;
+//! // Here the op's kernel model stands in for your kernel.
+//! fn my_kernel() -> SubjectRef<SeqwiseLoss> {
+//!     Arc::new(SeqwiseModel::new(SeqwiseProfile::serial()))
+//! }
 //! #[test]
 //! fn my_kernel_is_bitwise_conformant() {
 //!     bitparity::testing::check::<SeqwiseLoss>(my_kernel(), &bitparity::testing::Settings::default()).unwrap();

@@ -500,7 +500,7 @@ fn invalid_input_is_an_error_everywhere() {
 /// E = 256; run with `cargo test --release -p oracles --test router --
 /// --ignored --nocapture` to see the time.
 #[test]
-#[ignore]
+#[ignore = "a timing measurement (minutes in a debug build), run by hand with --release"]
 fn exact_timing_t64_e256() {
     let mut rng = Rng(7);
     let (t, e, k) = (64, 256, 8);
