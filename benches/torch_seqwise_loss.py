@@ -90,8 +90,9 @@ def median_us(fn, warmup, iters, cuda, setup=None, batch=1):
             times.append(start.elapsed_time(end) * 1000.0 / batch)
         else:
             t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e6)
+            for _ in range(batch):
+                fn()
+            times.append((time.perf_counter() - t0) * 1e6 / batch)
     return statistics.median(times)
 
 
