@@ -5,6 +5,8 @@
 //! - [`bf16`]: rounding to bf16, a discrete decision of the profile.
 //! - [`any_order`]: the value type that bounds every admissible evaluation
 //!   of a subject that claims no profile (any order of every sum).
+//! - [`padding`]: the padding rule a subject claims (`skip`, bitparity's;
+//!   `mask`, native TorchTitan's).
 //! - [`num`]: the value types the one generic implementation of each op runs on:
 //!   plain `f32` (the profile oracle), [`num::Bounded`] (f32 plus a rigorous
 //!   running error bound) and [`mpfr::Exact`] (MPFR plus its own bound).
@@ -21,6 +23,7 @@ pub mod mpfr;
 pub mod num;
 pub mod op;
 pub mod order;
+pub mod padding;
 pub mod profile;
 pub mod profile_oracle;
 

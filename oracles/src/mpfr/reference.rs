@@ -12,6 +12,7 @@ use super::{correctly_rounded, with_precision, Exact, Verdict, MAX_PREC, START_P
 use crate::any_order::{count_ambiguous, AnyOrder};
 use crate::num::{Bounded, Bounds};
 use crate::op::{Group, Op, Run, Values};
+use crate::padding::PaddingRule;
 use rug::Rational;
 
 /// An exact result, the precision it took, and how many real outputs'
@@ -114,11 +115,20 @@ pub fn exact_forward<O: Op>(
     case: &O::Case,
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Fwd<Exact>>, O::Error> {
+    exact_forward_under::<O>(case, PaddingRule::Skip, imposed)
+}
+
+/// [`exact_forward`] under padding rule `rule` ([`crate::padding`]).
+pub fn exact_forward_under<O: Op>(
+    case: &O::Case,
+    rule: PaddingRule,
+    imposed: Option<&O::Decisions>,
+) -> Result<ExactResult<O::Fwd<Exact>>, O::Error> {
     let p = O::exact_profile();
     ziv(
-        || O::forward_on::<Exact>(case, &p, imposed),
+        || O::forward_under::<Exact>(case, &p, rule, imposed),
         |f| O::fwd_groups(case, f),
-        |decisions| O::forward_on::<Rat>(case, &p, Some(decisions)),
+        |decisions| O::forward_under::<Rat>(case, &p, rule, Some(decisions)),
         |f| O::fwd_groups(case, f),
     )
 }
@@ -128,11 +138,20 @@ pub fn exact_backward<O: Op>(
     case: &O::Case,
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Bwd<Exact>>, O::Error> {
+    exact_backward_under::<O>(case, PaddingRule::Skip, imposed)
+}
+
+/// [`exact_backward`] under padding rule `rule` ([`crate::padding`]).
+pub fn exact_backward_under<O: Op>(
+    case: &O::Case,
+    rule: PaddingRule,
+    imposed: Option<&O::Decisions>,
+) -> Result<ExactResult<O::Bwd<Exact>>, O::Error> {
     let p = O::exact_profile();
     ziv(
-        || O::backward_on::<Exact>(case, &p, imposed),
+        || O::backward_under::<Exact>(case, &p, rule, imposed),
         |b| O::bwd_groups(case, b),
-        |decisions| O::backward_on::<Rat>(case, &p, Some(decisions)),
+        |decisions| O::backward_under::<Rat>(case, &p, rule, Some(decisions)),
         |b| O::bwd_groups(case, b),
     )
 }
@@ -250,9 +269,15 @@ pub struct ForwardReference<O: Op, B: Bounds = Bounded> {
 
 impl<O: Op, B: Bounds> ForwardReference<O, B> {
     pub fn new(case: &O::Case, profile: &O::Profile) -> Result<Self, O::Error> {
-        let (bounded, ambiguous) = count_ambiguous(|| O::forward_on::<B>(case, profile, None));
+        Self::under(case, profile, PaddingRule::Skip)
+    }
+
+    /// The reference of a subject that claims `profile` and padding rule
+    /// `rule`.
+    pub fn under(case: &O::Case, profile: &O::Profile, rule: PaddingRule) -> Result<Self, O::Error> {
+        let (bounded, ambiguous) = count_ambiguous(|| O::forward_under::<B>(case, profile, rule, None));
         let bounded = bounded?;
-        let exact = exact_forward::<O>(case, Some(&bounded.decisions))?;
+        let exact = exact_forward_under::<O>(case, rule, Some(&bounded.decisions))?;
         Ok(ForwardReference { bounded, exact, ambiguous })
     }
 
@@ -283,6 +308,12 @@ impl<O: Op> ForwardReference<O, AnyOrder> {
     pub fn any_order(case: &O::Case) -> Result<Self, O::Error> {
         Self::new(case, &O::any_order_profile())
     }
+
+    /// The reference of a subject that claims no profile and padding rule
+    /// `rule`.
+    pub fn any_order_under(case: &O::Case, rule: PaddingRule) -> Result<Self, O::Error> {
+        Self::under(case, &O::any_order_profile(), rule)
+    }
 }
 
 /// The backward counterpart of [`ForwardReference`].
@@ -294,9 +325,15 @@ pub struct BackwardReference<O: Op, B: Bounds = Bounded> {
 
 impl<O: Op, B: Bounds> BackwardReference<O, B> {
     pub fn new(case: &O::Case, profile: &O::Profile) -> Result<Self, O::Error> {
-        let (bounded, ambiguous) = count_ambiguous(|| O::backward_on::<B>(case, profile, None));
+        Self::under(case, profile, PaddingRule::Skip)
+    }
+
+    /// The reference of a subject that claims `profile` and padding rule
+    /// `rule`.
+    pub fn under(case: &O::Case, profile: &O::Profile, rule: PaddingRule) -> Result<Self, O::Error> {
+        let (bounded, ambiguous) = count_ambiguous(|| O::backward_under::<B>(case, profile, rule, None));
         let bounded = bounded?;
-        let exact = exact_backward::<O>(case, Some(&bounded.decisions))?;
+        let exact = exact_backward_under::<O>(case, rule, Some(&bounded.decisions))?;
         Ok(BackwardReference { bounded, exact, ambiguous })
     }
 
@@ -324,6 +361,12 @@ impl<O: Op> BackwardReference<O, AnyOrder> {
     /// The reference of a subject that claims no profile.
     pub fn any_order(case: &O::Case) -> Result<Self, O::Error> {
         Self::new(case, &O::any_order_profile())
+    }
+
+    /// The reference of a subject that claims no profile and padding rule
+    /// `rule`.
+    pub fn any_order_under(case: &O::Case, rule: PaddingRule) -> Result<Self, O::Error> {
+        Self::under(case, &O::any_order_profile(), rule)
     }
 }
 

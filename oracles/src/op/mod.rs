@@ -11,6 +11,7 @@ pub mod seqwise_loss;
 pub mod shared_expert;
 
 use crate::num::Num;
+use crate::padding::PaddingRule;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
@@ -137,22 +138,49 @@ pub trait Op: Sized + Send + Sync + 'static {
     /// claims no profile may compute. Never among [`Op::profiles`].
     fn any_order_profile() -> Self::Profile;
 
-    /// The forward on any value type; `imposed` replaces the decisions the
-    /// value type would take (the exact oracle takes the profile's).
+    /// Whether the op has padding rows at all (SPEC section 5's
+    /// `shared_expert` has none: every token is computed, and both padding
+    /// rules are the same op).
+    const HAS_PADDING: bool = true;
+
+    /// The forward on any value type under padding rule `rule`
+    /// ([`crate::padding`]); `imposed` replaces the decisions the value type
+    /// would take (the exact oracle takes the profile's).
     // The contract reads best spelled out; an alias would hide it.
+    #[allow(clippy::type_complexity)]
+    fn forward_under<N: Num>(
+        case: &Self::Case,
+        profile: &Self::Profile,
+        rule: PaddingRule,
+        imposed: Option<&Self::Decisions>,
+    ) -> Result<FwdRun<Self, N>, Self::Error>;
+    /// The backward on any value type (see [`Op::forward_under`]).
+    #[allow(clippy::type_complexity)]
+    fn backward_under<N: Num>(
+        case: &Self::Case,
+        profile: &Self::Profile,
+        rule: PaddingRule,
+        imposed: Option<&Self::Decisions>,
+    ) -> Result<BwdRun<Self, N>, Self::Error>;
+
+    /// [`Op::forward_under`] bitparity's padding rule, `skip`.
     #[allow(clippy::type_complexity)]
     fn forward_on<N: Num>(
         case: &Self::Case,
         profile: &Self::Profile,
         imposed: Option<&Self::Decisions>,
-    ) -> Result<FwdRun<Self, N>, Self::Error>;
-    /// The backward on any value type (see [`Op::forward_on`]).
+    ) -> Result<FwdRun<Self, N>, Self::Error> {
+        Self::forward_under(case, profile, PaddingRule::Skip, imposed)
+    }
+    /// [`Op::backward_under`] bitparity's padding rule, `skip`.
     #[allow(clippy::type_complexity)]
     fn backward_on<N: Num>(
         case: &Self::Case,
         profile: &Self::Profile,
         imposed: Option<&Self::Decisions>,
-    ) -> Result<BwdRun<Self, N>, Self::Error>;
+    ) -> Result<BwdRun<Self, N>, Self::Error> {
+        Self::backward_under(case, profile, PaddingRule::Skip, imposed)
+    }
 
     /// The forward's outputs on `case`, labelled, in a fixed order.
     fn fwd_groups<'a, N: Num>(case: &Self::Case, f: &'a Self::Fwd<N>) -> Vec<Group<'a, N>>;
@@ -167,10 +195,24 @@ pub trait Op: Sized + Send + Sync + 'static {
 
 /// The profile oracle: the forward in plain f32.
 pub fn forward<O: Op>(case: &O::Case, profile: &O::Profile) -> Result<O::Fwd<f32>, O::Error> {
-    Ok(O::forward_on::<f32>(case, profile, None)?.out)
+    forward_under::<O>(case, profile, PaddingRule::Skip)
 }
 
 /// The profile oracle: the backward in plain f32.
 pub fn backward<O: Op>(case: &O::Case, profile: &O::Profile) -> Result<O::Bwd<f32>, O::Error> {
-    Ok(O::backward_on::<f32>(case, profile, None)?.out)
+    backward_under::<O>(case, profile, PaddingRule::Skip)
+}
+
+/// The profile oracle under padding rule `rule`: the forward in plain f32.
+pub fn forward_under<O: Op>(case: &O::Case, profile: &O::Profile, rule: PaddingRule) -> Result<O::Fwd<f32>, O::Error> {
+    Ok(O::forward_under::<f32>(case, profile, rule, None)?.out)
+}
+
+/// The profile oracle under padding rule `rule`: the backward in plain f32.
+pub fn backward_under<O: Op>(
+    case: &O::Case,
+    profile: &O::Profile,
+    rule: PaddingRule,
+) -> Result<O::Bwd<f32>, O::Error> {
+    Ok(O::backward_under::<f32>(case, profile, rule, None)?.out)
 }

@@ -4,6 +4,7 @@ use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::router::{RouterBackward, RouterCase, RouterError, RouterForward};
 use crate::mpfr::router::{check_gradient, gradient_entries};
 use crate::num::Num;
+use crate::padding::PaddingRule;
 use crate::profile::router::RouterProfile;
 use crate::profile_oracle::router::{self as oracle, RouterDecisions};
 
@@ -40,20 +41,22 @@ impl Op for Router {
         RouterProfile::any_order()
     }
 
-    fn forward_on<N: Num>(
+    fn forward_under<N: Num>(
         case: &RouterCase,
         profile: &RouterProfile,
+        rule: PaddingRule,
         imposed: Option<&RouterDecisions>,
     ) -> Result<Run<RouterForward<N>, RouterDecisions>, RouterError> {
-        oracle::forward_on(case, profile, imposed)
+        oracle::forward_under(case, profile, rule, imposed)
     }
 
-    fn backward_on<N: Num>(
+    fn backward_under<N: Num>(
         case: &RouterCase,
         profile: &RouterProfile,
+        rule: PaddingRule,
         imposed: Option<&RouterDecisions>,
     ) -> Result<Run<RouterBackward<N>, RouterDecisions>, RouterError> {
-        oracle::backward_on(case, profile, imposed)
+        oracle::backward_under(case, profile, rule, imposed)
     }
 
     /// ids, weights, map, counts, s: a bitwise comparison reports the first

@@ -4,6 +4,7 @@ use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
 use crate::mpfr::seqwise_loss::{check_gradient, gradient_entries};
 use crate::num::Num;
+use crate::padding::PaddingRule;
 use crate::profile::seqwise_loss::SeqwiseProfile;
 use crate::profile_oracle::seqwise_loss::{self as oracle, Decisions};
 
@@ -43,20 +44,22 @@ impl Op for SeqwiseLoss {
         SeqwiseProfile::any_order()
     }
 
-    fn forward_on<N: Num>(
+    fn forward_under<N: Num>(
         case: &SeqwiseCase,
         profile: &SeqwiseProfile,
+        rule: PaddingRule,
         imposed: Option<&Decisions>,
     ) -> Result<Run<SeqwiseForward<N>, Decisions>, SeqwiseError> {
-        oracle::forward_on(case, profile, imposed)
+        oracle::forward_under(case, profile, rule, imposed)
     }
 
-    fn backward_on<N: Num>(
+    fn backward_under<N: Num>(
         case: &SeqwiseCase,
         profile: &SeqwiseProfile,
+        rule: PaddingRule,
         imposed: Option<&Decisions>,
     ) -> Result<Run<SeqwiseBackward<N>, Decisions>, SeqwiseError> {
-        oracle::backward_on(case, profile, imposed)
+        oracle::backward_under(case, profile, rule, imposed)
     }
 
     /// counts, then f, then raw: a bitwise comparison reports the first

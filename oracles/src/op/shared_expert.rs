@@ -4,6 +4,7 @@ use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertError, SharedExpertForward};
 use crate::mpfr::shared_expert::{check_gradient, gradient_entries};
 use crate::num::Num;
+use crate::padding::PaddingRule;
 use crate::profile::shared_expert::SharedExpertProfile;
 use crate::profile_oracle::shared_expert::{self as oracle, SharedExpertDecisions};
 
@@ -40,17 +41,23 @@ impl Op for SharedExpert {
         SharedExpertProfile::any_order()
     }
 
-    fn forward_on<N: Num>(
+    /// SPEC section 5 has no padding mask: every token is computed.
+    const HAS_PADDING: bool = false;
+
+    /// No padding rows: both padding rules are this one op.
+    fn forward_under<N: Num>(
         case: &SharedExpertCase,
         profile: &SharedExpertProfile,
+        _rule: PaddingRule,
         imposed: Option<&SharedExpertDecisions>,
     ) -> Result<Run<SharedExpertForward<N>, SharedExpertDecisions>, SharedExpertError> {
         oracle::forward_on(case, profile, imposed)
     }
 
-    fn backward_on<N: Num>(
+    fn backward_under<N: Num>(
         case: &SharedExpertCase,
         profile: &SharedExpertProfile,
+        _rule: PaddingRule,
         imposed: Option<&SharedExpertDecisions>,
     ) -> Result<Run<SharedExpertBackward<N>, SharedExpertDecisions>, SharedExpertError> {
         oracle::backward_on(case, profile, imposed)

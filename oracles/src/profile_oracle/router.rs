@@ -12,6 +12,7 @@ use crate::case::router::{RouterBackward, RouterCase, RouterError, RouterForward
 use crate::case::seqwise_loss::EPS2;
 use crate::num::Num;
 use crate::op::Run;
+use crate::padding::{masked, PaddingRule};
 use crate::profile::router::RouterProfile;
 use std::cmp::Ordering;
 
@@ -148,6 +149,18 @@ pub fn forward_on<N: Num>(
     profile: &RouterProfile,
     imposed: Option<&RouterDecisions>,
 ) -> Result<Run<RouterForward<N>, RouterDecisions>, RouterError> {
+    forward_under(case, profile, PaddingRule::Skip, imposed)
+}
+
+/// [`forward_on`] under padding rule `rule`: the same under both (padding
+/// tokens are routed alike and counted by neither; the forward has no loss
+/// output), so `rule` is unused.
+pub fn forward_under<N: Num>(
+    case: &RouterCase,
+    profile: &RouterProfile,
+    _rule: PaddingRule,
+    imposed: Option<&RouterDecisions>,
+) -> Result<Run<RouterForward<N>, RouterDecisions>, RouterError> {
     validate(case, profile)?;
     check_decisions(case, imposed, false)?;
     let (t_n, e_n, k) = (case.t, case.e, case.k);
@@ -214,6 +227,20 @@ pub fn backward_on<N: Num>(
     profile: &RouterProfile,
     imposed: Option<&RouterDecisions>,
 ) -> Result<Run<RouterBackward<N>, RouterDecisions>, RouterError> {
+    backward_under(case, profile, PaddingRule::Skip, imposed)
+}
+
+/// [`backward_on`] under padding rule `rule` (docs/padding.md). Under
+/// [`PaddingRule::Mask`] a padding row's fused loss part l_te is computed
+/// like a valid row's with a_e * 0.0 in place of a_e (the fused loss's
+/// autograd through p_te * m_t); its route part is the same under both
+/// rules (padding tokens are routed).
+pub fn backward_under<N: Num>(
+    case: &RouterCase,
+    profile: &RouterProfile,
+    rule: PaddingRule,
+    imposed: Option<&RouterDecisions>,
+) -> Result<Run<RouterBackward<N>, RouterDecisions>, RouterError> {
     validate(case, profile)?;
     check_decisions(case, imposed, true)?;
     let (t_n, e_n, k) = (case.t, case.e, case.k);
@@ -231,14 +258,18 @@ pub fn backward_on<N: Num>(
         let g = N::input(loss.g);
         frequencies_of::<N>(&counts).iter().map(|f| g.mul(f)).collect()
     });
+    // The mask rule's a_e * 0.0, for padding rows.
+    let loss_a_masked: Option<Vec<N>> = loss_a.as_ref().map(|a| a.iter().map(masked).collect());
     let mut loss_decisions = Decisions { keep_norm: vec![true; t_n], gate: vec![true; t_n] };
 
     let one = N::input(1.0);
     let mut grad = Vec::with_capacity(t_n * e_n);
     for (t, r) in rows.iter().enumerate() {
         let mut gs: Vec<N> = vec![N::zero(); e_n];
-        if let (Some(loss), Some(a)) = (&case.loss, &loss_a) {
-            if !case.is_padding(t) {
+        if let (Some(loss), Some(a), Some(a_masked)) = (&case.loss, &loss_a, &loss_a_masked) {
+            let padding = case.is_padding(t);
+            if !padding || rule == PaddingRule::Mask {
+                let a = if padding { a_masked } else { a };
                 let imposed_row = imposed.and_then(|d| d.loss.as_ref()).map(|l| (l.keep_norm[t], l.gate[t]));
                 let (d, keep, gate, differs) = l1_denominator(&r.s, &profile.loss, loss.clamp_tie, imposed_row);
                 near[t] |= differs;

@@ -5,6 +5,7 @@ use crate::case::seqwise_loss::{
     ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward, EPS, EPS2,
 };
 use crate::num::Num;
+use crate::padding::{masked, PaddingRule};
 use crate::profile::seqwise_loss::SeqwiseProfile;
 use std::cmp::Ordering;
 
@@ -105,20 +106,27 @@ pub(crate) fn frequencies_of<N: Num>(counts: &[u32]) -> Vec<N> {
 }
 
 /// Per-row denominators: d_t (ProvidedMap) or D_t (UnbiasedTopK), with the
-/// decisions taken for each row. Padding rows get +0.0 and are never read.
+/// decisions taken for each row. Under [`PaddingRule::Skip`] padding rows
+/// get +0.0 and are never read; under [`PaddingRule::Mask`] they are
+/// computed like valid rows (their clamp and gate decided on their values).
 struct Denominators<N> {
     d: Vec<N>,
     decisions: Decisions,
     near_ties: usize,
 }
 
-fn denominators<N: Num>(case: &SeqwiseCase, profile: &SeqwiseProfile, imposed: Option<&Decisions>) -> Denominators<N> {
+fn denominators<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    rule: PaddingRule,
+    imposed: Option<&Decisions>,
+) -> Denominators<N> {
     let mut d = Vec::with_capacity(case.t);
     let mut decisions = Decisions { keep_norm: vec![true; case.t], gate: vec![true; case.t] };
     let mut near_ties = 0;
     let provided = matches!(case.objective, Objective::ProvidedMap { .. });
     for t in 0..case.t {
-        if case.is_padding(t) {
+        if case.is_padding(t) && rule == PaddingRule::Skip {
             d.push(N::zero());
             continue;
         }
@@ -158,9 +166,21 @@ pub fn forward_on<N: Num>(
     profile: &SeqwiseProfile,
     imposed: Option<&Decisions>,
 ) -> Result<Run<SeqwiseForward<N>>, SeqwiseError> {
+    forward_under(case, profile, PaddingRule::Skip, imposed)
+}
+
+/// [`forward_on`] under padding rule `rule` (docs/padding.md): under
+/// [`PaddingRule::Mask`] a padding row's p_te is computed and multiplied by
+/// 0.0 before the token sum, P_e = sum over every t of (p_te * m_t).
+pub fn forward_under<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    rule: PaddingRule,
+    imposed: Option<&Decisions>,
+) -> Result<Run<SeqwiseForward<N>>, SeqwiseError> {
     validate(case, profile)?;
     check_decisions(case, imposed)?;
-    Ok(forward_unchecked(case, profile, imposed))
+    Ok(forward_unchecked(case, profile, rule, imposed))
 }
 
 pub(crate) fn check_decisions(case: &SeqwiseCase, imposed: Option<&Decisions>) -> Result<(), SeqwiseError> {
@@ -176,20 +196,25 @@ pub(crate) fn check_decisions(case: &SeqwiseCase, imposed: Option<&Decisions>) -
 pub(crate) fn forward_unchecked<N: Num>(
     case: &SeqwiseCase,
     profile: &SeqwiseProfile,
+    rule: PaddingRule,
     imposed: Option<&Decisions>,
 ) -> Run<SeqwiseForward<N>> {
     let counts = counts_of(case);
     let freq = frequencies_of::<N>(&counts);
-    let den = denominators::<N>(case, profile, imposed);
+    let den = denominators::<N>(case, profile, rule, imposed);
     let (t_n, e_n) = (case.t, case.e);
     // p stored expert-major so each P_e reduces a contiguous column.
     let mut p = vec![N::zero(); t_n * e_n];
     for t in 0..t_n {
-        if case.is_padding(t) {
+        let padding = case.is_padding(t);
+        if padding && rule == PaddingRule::Skip {
             continue;
         }
         for (e, &s) in case.row(t).iter().enumerate() {
-            p[e * t_n + t] = N::input(s).div(&den.d[t]);
+            let p_te = N::input(s).div(&den.d[t]);
+            // Mask: p_te * m_t with m_t = 0.0 (1.0 on a valid row, not
+            // multiplied in: exact).
+            p[e * t_n + t] = if padding { masked(&p_te) } else { p_te };
         }
     }
     let terms: Vec<N> = (0..e_n).map(|e| freq[e].mul(&profile.tokens.reduce(&p[e * t_n..(e + 1) * t_n]))).collect();
@@ -214,30 +239,48 @@ pub fn backward_on<N: Num>(
     profile: &SeqwiseProfile,
     imposed: Option<&Decisions>,
 ) -> Result<Run<SeqwiseBackward<N>>, SeqwiseError> {
+    backward_under(case, profile, PaddingRule::Skip, imposed)
+}
+
+/// [`backward_on`] under padding rule `rule` (docs/padding.md): under
+/// [`PaddingRule::Mask`] a padding row's gradient is the valid row's formula
+/// with a_e * 0.0 in place of a_e (autograd of p_te * m_t: the gradient
+/// reaching p_te is a_e * m_t).
+pub fn backward_under<N: Num>(
+    case: &SeqwiseCase,
+    profile: &SeqwiseProfile,
+    rule: PaddingRule,
+    imposed: Option<&Decisions>,
+) -> Result<Run<SeqwiseBackward<N>>, SeqwiseError> {
     validate(case, profile)?;
     check_decisions(case, imposed)?;
-    Ok(backward_unchecked(case, profile, imposed))
+    Ok(backward_unchecked(case, profile, rule, imposed))
 }
 
 /// [`backward_on`] on a case and decisions already checked.
 pub(crate) fn backward_unchecked<N: Num>(
     case: &SeqwiseCase,
     profile: &SeqwiseProfile,
+    rule: PaddingRule,
     imposed: Option<&Decisions>,
 ) -> Run<SeqwiseBackward<N>> {
     let freq = frequencies_of::<N>(&counts_of(case));
     let g = N::input(case.g);
     let a: Vec<N> = freq.iter().map(|f| g.mul(f)).collect();
-    let den = denominators::<N>(case, profile, imposed);
+    // The mask rule's a_e * 0.0, for padding rows.
+    let a_masked: Vec<N> = a.iter().map(masked).collect();
+    let den = denominators::<N>(case, profile, rule, imposed);
     let provided = matches!(case.objective, Objective::ProvidedMap { .. });
     let mut grad = vec![N::zero(); case.t * case.e];
     for t in 0..case.t {
-        if case.is_padding(t) {
+        let padding = case.is_padding(t);
+        if padding && rule == PaddingRule::Skip {
             continue;
         }
         let row: Vec<N> = case.row(t).iter().map(|&s| N::input(s)).collect();
         let gate = provided.then_some(den.decisions.gate[t]);
-        let g_row = row_gradient(&row, &a, &den.d[t], gate, profile);
+        let a_row = if padding { &a_masked } else { &a };
+        let g_row = row_gradient(&row, a_row, &den.d[t], gate, profile);
         grad[t * case.e..(t + 1) * case.e].clone_from_slice(&g_row);
     }
     Run { out: SeqwiseBackward { grad }, decisions: den.decisions, near_ties: den.near_ties, contradicted: Vec::new() }
