@@ -278,7 +278,7 @@ fn op_section(h: &mut String, s: &OpSummary) {
 fn summary_table(h: &mut String, s: &OpSummary) {
     let _ = writeln!(
         h,
-        "<table class=\"summary\">\n<thead><tr><th>property</th><th>profile</th><th>subject</th>\
+        "<table class=\"summary\">\n<thead><tr><th>property</th><th>profile</th><th>padding</th><th>subject</th>\
          <th class=\"num\">cases</th><th class=\"num\">failures</th><th class=\"num\">err/bound</th><th>notes</th></tr></thead>\n<tbody>"
     );
     for (k, r) in &s.rows {
@@ -294,10 +294,11 @@ fn summary_table(h: &mut String, s: &OpSummary) {
         };
         let _ = writeln!(
             h,
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
              <td class=\"num failures\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             esc(k.property.name()),
             esc(&k.profile),
+            esc(&r.padding),
             esc(&k.subject),
             esc(&cases),
             esc(&failures),

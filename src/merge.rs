@@ -108,7 +108,11 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
                 profile: row.profile.clone(),
                 subject: row.subject.clone(),
             };
-            let mut stats = RowStats { not_applicable: row.not_applicable.clone(), ..Default::default() };
+            let mut stats = RowStats {
+                not_applicable: row.not_applicable.clone(),
+                padding: row.padding.clone(),
+                ..Default::default()
+            };
             for (name, r) in parts {
                 let Some(x) = r.rows.iter().find(|x| same_key(x, row)) else { continue };
                 // Every shard has the histogram or none has (`same_rows`).
@@ -202,7 +206,7 @@ fn same_key(a: &JsonRow, b: &JsonRow) -> bool {
 }
 
 /// The same rows, in the same order, each n/a for the same reason, each
-/// with a ratio histogram or each without (a summary of an older bitparity
+/// judged by the same padding rule, each with a ratio histogram or each without (a summary of an older bitparity
 /// has none: adding it to a newer one would give a histogram of part of
 /// the run).
 fn same_rows(a: &[JsonRow], b: &[JsonRow]) -> bool {
@@ -210,6 +214,8 @@ fn same_rows(a: &[JsonRow], b: &[JsonRow]) -> bool {
         && a.iter().zip(b).all(|(x, y)| {
             same_key(x, y)
                 && x.not_applicable == y.not_applicable
+                // One subject judged by two padding rules is two claims.
+                && x.padding == y.padding
                 && x.error_over_bound_histogram.is_some() == y.error_over_bound_histogram.is_some()
         })
 }

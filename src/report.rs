@@ -160,16 +160,17 @@ pub fn to_table(run: &RunReport) -> String {
         let w = s.rows.keys().map(|k| k.subject.chars().count()).max().unwrap_or(0).max(26);
         let _ = writeln!(
             out,
-            "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  notes",
-            "property", "profile", "subject", "cases", "failures", "err/bound"
+            "{:<16} {:<16} {:<7} {:<w$} {:>7} {:>8} {:>10}  notes",
+            "property", "profile", "padding", "subject", "cases", "failures", "err/bound"
         );
         for (k, r) in &s.rows {
             if let Some(why) = &r.not_applicable {
                 let _ = writeln!(
                     out,
-                    "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  n/a: {why}",
+                    "{:<16} {:<16} {:<7} {:<w$} {:>7} {:>8} {:>10}  n/a: {why}",
                     k.property.to_string(),
                     k.profile,
+                    r.padding,
                     k.subject,
                     "-",
                     "-",
@@ -180,9 +181,10 @@ pub fn to_table(run: &RunReport) -> String {
             let measure = measure(k, r);
             let _ = writeln!(
                 out,
-                "{:<16} {:<16} {:<w$} {:>7} {:>8} {:>10}  {}{}",
+                "{:<16} {:<16} {:<7} {:<w$} {:>7} {:>8} {:>10}  {}{}",
                 k.property.to_string(),
                 k.profile,
+                r.padding,
                 k.subject,
                 r.cases,
                 r.failures,
@@ -254,6 +256,10 @@ pub struct JsonRow {
     pub unavailable: u64,
     #[serde(default)]
     pub unavailable_reason: Option<String>,
+    /// The padding rule the row's subject was judged by (`skip`, `mask`,
+    /// `-`: docs/padding.md); empty in older summaries.
+    #[serde(default)]
+    pub padding: String,
 }
 
 /// A row's ratio histogram ([`RatioHistogram`]) in the JSON summary, with
@@ -405,6 +411,7 @@ impl JsonReport {
                 error_over_bound_histogram: r.histogram.as_ref().map(JsonRatioHistogram::of),
                 unavailable: r.unavailable,
                 unavailable_reason: r.unavailable_reason.clone(),
+                padding: r.padding.clone(),
             })
             .collect();
         let ops = run
@@ -466,7 +473,10 @@ pub fn to_markdown(run: &RunReport, title: &str) -> String {
     );
     for s in &run.ops {
         let _ = writeln!(md, "\n## {}: {} cases in {:.1} s\n", s.op, s.cases, s.seconds);
-        md.push_str("| property | profile | subject | cases | failures | err/bound | notes |\n|---|---|---|---:|---:|---:|---|\n");
+        md.push_str(
+            "| property | profile | padding | subject | cases | failures | err/bound | notes |\n\
+             |---|---|---|---|---:|---:|---:|---|\n",
+        );
         for (k, r) in &s.rows {
             let (cases, failures, measure, note) = match &r.not_applicable {
                 Some(why) => ("-".to_string(), "-".to_string(), "-".to_string(), format!("n/a: {why}")),
@@ -474,8 +484,8 @@ pub fn to_markdown(run: &RunReport, title: &str) -> String {
             };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {cases} | {failures} | {measure} | {note} |",
-                k.property, k.profile, k.subject
+                "| {} | {} | {} | {} | {cases} | {failures} | {measure} | {note} |",
+                k.property, k.profile, r.padding, k.subject
             );
         }
         md.push_str("\n| class | cases |\n|---|---:|\n");

@@ -6,6 +6,7 @@
 //! command = ["python3", "my_kernel.py"]    # or one string, split shell-style
 //! op = "seqwise_loss"
 //! profile = "serial"                       # optional: absent = claims none
+//! padding = "mask"                         # optional: "skip" (default) or "mask" (docs/padding.md)
 //! env = { BITPARITY_DEVICE = "cuda:1" }    # optional
 //! timeout_s = 30                           # optional, default 60
 //! ```
@@ -32,6 +33,9 @@ pub struct NamedSubject {
     pub command: Vec<String>,
     pub op: String,
     pub profile: Option<String>,
+    /// The padding rule it claims (absent: `skip`); its handshake must say
+    /// the same.
+    pub padding: oracles::padding::PaddingRule,
     pub env: BTreeMap<String, String>,
     pub timeout: Duration,
 }
@@ -69,6 +73,7 @@ struct RawSubject {
     command: CommandSpec,
     op: String,
     profile: Option<String>,
+    padding: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     timeout_s: Option<f64>,
@@ -113,7 +118,20 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
             None => Duration::from_secs(60),
             Some(t) => crate::knobs::positive_seconds(t).map_err(|e| format!("{at}: timeout_s: {e}"))?,
         };
-        subjects.push(NamedSubject { name: s.name, command, op: s.op, profile: s.profile, env: s.env, timeout });
+        let padding = match s.padding.as_deref() {
+            None => oracles::padding::PaddingRule::Skip,
+            Some(r) => oracles::padding::PaddingRule::by_name(r)
+                .ok_or_else(|| format!("{at}: padding {r:?}: \"skip\" or \"mask\" (docs/padding.md)"))?,
+        };
+        subjects.push(NamedSubject {
+            name: s.name,
+            command,
+            op: s.op,
+            profile: s.profile,
+            padding,
+            env: s.env,
+            timeout,
+        });
     }
     Ok(Config { subjects })
 }
@@ -193,6 +211,7 @@ op = "router"
                 "second",
             ),
             ("[[subject]]\nname='a'\ncommand='x \"'\nop='router'\n", "split"),
+            ("[[subject]]\nname='a'\ncommand='x'\nop='router'\npadding='native'\n", "padding"),
             ("not toml at all", "t.toml"),
         ];
         for (text, want) in cases {

@@ -20,6 +20,7 @@ pub mod shared_expert;
 use crate::subject::ResolveError;
 use crate::subject::{Subject, SubjectError, SubjectKind, SubjectRef};
 use oracles::op::{Op, Profile};
+use oracles::padding::PaddingRule;
 use process::{Broken, Buffer, Child, Expected, Hello, Refusal, Request, Spawn};
 use serde_json::{Map, Value};
 use std::any::Any;
@@ -148,6 +149,9 @@ pub struct ExecSpec {
     /// absent for `exec:` on the command line, where the handshake alone
     /// says.
     pub configured_profile: Option<Option<String>>,
+    /// The padding rule `bitparity.toml` says it claims (absent there:
+    /// `skip`); `None` for `exec:`, where the handshake alone says.
+    pub configured_padding: Option<PaddingRule>,
 }
 
 /// An external program as a subject of op `O`.
@@ -215,6 +219,10 @@ impl<O: Op + Wire> Subject<O> for ExecSubject<O> {
     fn profile(&self) -> Option<O::Profile> {
         self.profile.clone()
     }
+    /// What its handshake claimed (checked against `bitparity.toml`).
+    fn padding(&self) -> PaddingRule {
+        self.hello.padding
+    }
     fn kind(&self) -> SubjectKind {
         SubjectKind::External
     }
@@ -246,8 +254,12 @@ pub fn spec_of(name: &str) -> Option<Result<(ExecSpec, String), String>> {
             Ok(t) => t,
             Err(e) => return Some(Err(e)),
         };
-        let spec =
-            ExecSpec { name: name.into(), spawn: Spawn { argv, env: Vec::new(), timeout }, configured_profile: None };
+        let spec = ExecSpec {
+            name: name.into(),
+            spawn: Spawn { argv, env: Vec::new(), timeout },
+            configured_profile: None,
+            configured_padding: None,
+        };
         return Some(Ok((spec, String::new())));
     }
     let s = config::get().subject(name)?;
@@ -259,6 +271,7 @@ pub fn spec_of(name: &str) -> Option<Result<(ExecSpec, String), String>> {
             timeout: s.timeout,
         },
         configured_profile: Some(s.profile.clone()),
+        configured_padding: Some(s.padding),
     };
     Some(Ok((spec, s.op.clone())))
 }
@@ -348,6 +361,20 @@ pub fn resolve<O: Op + Wire>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, Re
                 say(&hello.profile)
             ))));
         }
+    }
+    if let Some(configured) = spec.configured_padding {
+        if configured != hello.padding {
+            return Some(Err(ResolveError::Unknown(format!(
+                "subject {name}: bitparity.toml says it claims padding {configured}, its handshake claims {}",
+                hello.padding
+            ))));
+        }
+    }
+    if hello.padding == PaddingRule::Mask && !O::HAS_PADDING {
+        return Some(Err(ResolveError::Unknown(format!(
+            "subject {name} claims padding mask, but {} has no padding rows (docs/padding.md)",
+            O::NAME
+        ))));
     }
     let profile = match &hello.profile {
         None => None,

@@ -123,6 +123,9 @@ type Listed = (String, String, u64);
 pub struct Hello {
     pub ops: Vec<String>,
     pub profile: Option<String>,
+    /// The padding rule it claims (`"padding"`: `"skip"` or `"mask"`;
+    /// absent or null: `skip`, SPEC's).
+    pub padding: oracles::padding::PaddingRule,
 }
 
 /// A reply that is not outputs: the child's own typed error.
@@ -294,7 +297,13 @@ impl Child {
             Some(Value::String(p)) => Some(p.clone()),
             Some(v) => return Err(format!("`profile` must be a name or null, not {v}")),
         };
-        Ok(Hello { ops, profile })
+        let padding = match h.get("padding") {
+            None | Some(Value::Null) => oracles::padding::PaddingRule::Skip,
+            Some(Value::String(r)) => oracles::padding::PaddingRule::by_name(r)
+                .ok_or_else(|| format!("`padding` must be \"skip\" or \"mask\", not {r:?}"))?,
+            Some(v) => return Err(format!("`padding` must be \"skip\" or \"mask\", not {v}")),
+        };
+        Ok(Hello { ops, profile, padding })
     }
 
     /// Sends `req` and reads the reply: outputs exactly as `expected` lists

@@ -26,6 +26,7 @@ pub use registry::{op_by_name, ops, DynOp};
 use crate::gen::GenConfig;
 use crate::subject::{AnyOrderSubject, Available, ProfileOracle, Skip, SubjectRef, ANY_ORDER_PREFIX};
 use oracles::op::{Op, Profile};
+use oracles::padding::PaddingRule;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -90,8 +91,9 @@ pub trait Harness: Op + crate::exec::Wire {
     /// Invalid variants of a valid case, each with what makes it invalid.
     fn invalid_variants(case: &Self::Case) -> Vec<(&'static str, Self::Case)>;
     /// The transformed cases of a metamorphic relation (none: it says
-    /// nothing about this case).
-    fn transforms(kind: Metamorphic, case: &Self::Case) -> Vec<Transform<Self::Case>>;
+    /// nothing about this case), for a subject that claims padding rule
+    /// `padding` (the padding relation differs by rule: docs/padding.md).
+    fn transforms(kind: Metamorphic, case: &Self::Case, padding: PaddingRule) -> Vec<Transform<Self::Case>>;
     /// Whether a property can say anything about this op at all (batch
     /// invariance needs outputs that depend on their own token alone).
     fn applies(kind: Metamorphic) -> Result<(), String> {

@@ -11,6 +11,7 @@ use oracles::case::hexf;
 use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::profile::seqwise_loss::SeqwiseProfile;
+use oracles::padding::PaddingRule;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -18,6 +19,12 @@ use std::sync::Arc;
 
 /// Values of an appended padding row: NaN, infinities, a huge finite value.
 const POISON: [f32; 4] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -1e30];
+
+/// The two appended padding rows for a subject that claims `mask`: finite,
+/// one row all positive and one all negative, so every padding term is
+/// finite (|p_te| <= 1 in a row of one sign, under either objective) and
+/// its product with the mask is +0.0 or -0.0, both signs exercised.
+const FINITE_PADDING: [f32; 2] = [0.75, -0.375];
 
 impl Harness for SeqwiseLoss {
     type Class = gen::Class;
@@ -42,7 +49,16 @@ impl Harness for SeqwiseLoss {
         invalid_variants(case)
     }
 
-    fn transforms(kind: Metamorphic, case: &SeqwiseCase) -> Vec<Transform<SeqwiseCase>> {
+    /// The padding relation by rule (docs/padding.md). `skip`: appended
+    /// poisoned rows and the case's own padding poisoned change no bit, and
+    /// the appended rows' gradient is +0.0. `mask`: a poisoned padding row
+    /// is meant to make the loss NaN, so only appended *finite* padding rows
+    /// are a relation (their masked terms are +-0.0, which change no bit of
+    /// a sum started at +0.0); their own gradient rows are the mask
+    /// oracle's to judge (conformance, accuracy), not compared here. Either
+    /// way the property keeps a transform that can fail (a subject that
+    /// reads padding into the counts or unmasked into P_e changes f or raw).
+    fn transforms(kind: Metamorphic, case: &SeqwiseCase, padding: PaddingRule) -> Vec<Transform<SeqwiseCase>> {
         let identity: Vec<Option<usize>> = (0..case.t).map(Some).collect();
         let same = |what: &str, c: SeqwiseCase, rows: Vec<Option<usize>>, unmapped_zero: bool| Transform {
             what: what.into(),
@@ -54,12 +70,19 @@ impl Harness for SeqwiseLoss {
         };
         match kind {
             Metamorphic::Padding => {
-                // Two padding rows appended, poisoned, their map entries set:
-                // no output bit may change, their gradient is +0.0.
+                // Two padding rows appended, their map entries set: poisoned
+                // (skip: no output bit may change, their gradient is +0.0)
+                // or finite (mask: no bit of the global outputs or of a
+                // valid row may change).
                 let extra = 2;
+                let mask = padding == PaddingRule::Mask;
                 let mut c = case.clone();
                 c.t += extra;
-                c.scores.extend((0..extra * case.e).map(|i| POISON[i % POISON.len()]));
+                if mask {
+                    c.scores.extend((0..extra * case.e).map(|i| FINITE_PADDING[i / case.e]));
+                } else {
+                    c.scores.extend((0..extra * case.e).map(|i| POISON[i % POISON.len()]));
+                }
                 let mut pad = case.padding.clone().unwrap_or_else(|| vec![false; case.t]);
                 pad.extend([true; 2]);
                 c.padding = Some(pad);
@@ -68,6 +91,9 @@ impl Harness for SeqwiseLoss {
                 }
                 let mut rows = identity.clone();
                 rows.extend([None, None]);
+                if mask {
+                    return vec![same("appended finite padding (mask rule)", c, rows, false)];
+                }
                 let mut out = vec![same("appended padding", c, rows, true)];
                 // The case's own padding rows poisoned.
                 if let Some(p) = &case.padding {

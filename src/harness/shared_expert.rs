@@ -10,6 +10,7 @@ use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef
 use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
 use oracles::op::shared_expert::SharedExpert;
 use oracles::profile::shared_expert::SharedExpertProfile;
+use oracles::padding::PaddingRule;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -51,7 +52,7 @@ impl Harness for SharedExpert {
         }
     }
 
-    fn transforms(kind: Metamorphic, case: &SharedExpertCase) -> Vec<Transform<SharedExpertCase>> {
+    fn transforms(kind: Metamorphic, case: &SharedExpertCase, _: PaddingRule) -> Vec<Transform<SharedExpertCase>> {
         match kind {
             Metamorphic::Padding => Vec::new(),
             Metamorphic::OffsetStride => {

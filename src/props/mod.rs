@@ -12,6 +12,7 @@ use oracles::any_order::AnyOrder;
 use oracles::mpfr::histogram::RatioHistogram;
 use oracles::mpfr::reference::{Accuracy, BackwardReference, ForwardReference};
 use oracles::op::{self, Op, Profile};
+use oracles::padding::PaddingRule;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
@@ -159,52 +160,57 @@ pub fn applies<O: Harness>(property: Property, s: &dyn Subject<O>) -> Result<(),
     }
 }
 
-/// Per case, the references of each profile, computed once and shared by
-/// every subject that claims that profile, and the any-order references,
-/// shared by every subject that claims none.
+/// Per case, the references of each (profile, padding rule), computed once
+/// and shared by every subject that claims that pair, and the any-order
+/// references per padding rule, shared by every subject that claims no
+/// profile.
 pub struct References<O: Op> {
-    fwd: HashMap<String, ForwardReference<O>>,
-    bwd: HashMap<String, BackwardReference<O>>,
-    any_fwd: Option<ForwardReference<O, AnyOrder>>,
-    any_bwd: Option<BackwardReference<O, AnyOrder>>,
+    fwd: HashMap<(String, PaddingRule), ForwardReference<O>>,
+    bwd: HashMap<(String, PaddingRule), BackwardReference<O>>,
+    any_fwd: HashMap<PaddingRule, ForwardReference<O, AnyOrder>>,
+    any_bwd: HashMap<PaddingRule, BackwardReference<O, AnyOrder>>,
 }
 
 impl<O: Op> Default for References<O> {
     fn default() -> Self {
-        References { fwd: HashMap::new(), bwd: HashMap::new(), any_fwd: None, any_bwd: None }
+        References { fwd: HashMap::new(), bwd: HashMap::new(), any_fwd: HashMap::new(), any_bwd: HashMap::new() }
     }
 }
 
+fn refused(e: impl fmt::Display) -> String {
+    format!("the oracles refused the case: {e}")
+}
+
 impl<O: Op> References<O> {
-    fn forward(&mut self, case: &O::Case, p: &O::Profile) -> Result<&ForwardReference<O>, String> {
-        let name = p.name().to_string();
-        if !self.fwd.contains_key(&name) {
-            let r = ForwardReference::new(case, p).map_err(|e| format!("the oracles refused the case: {e}"))?;
-            self.fwd.insert(name.clone(), r);
+    fn forward(&mut self, case: &O::Case, p: &O::Profile, rule: PaddingRule) -> Result<&ForwardReference<O>, String> {
+        let key = (p.name().to_string(), rule);
+        if !self.fwd.contains_key(&key) {
+            let r = ForwardReference::under(case, p, rule).map_err(refused)?;
+            self.fwd.insert(key.clone(), r);
         }
-        Ok(&self.fwd[&name])
+        Ok(&self.fwd[&key])
     }
-    fn any_forward(&mut self, case: &O::Case) -> Result<&ForwardReference<O, AnyOrder>, String> {
-        if self.any_fwd.is_none() {
-            let r = ForwardReference::any_order(case).map_err(|e| format!("the oracles refused the case: {e}"))?;
-            self.any_fwd = Some(r);
+    fn any_forward(&mut self, case: &O::Case, rule: PaddingRule) -> Result<&ForwardReference<O, AnyOrder>, String> {
+        if !self.any_fwd.contains_key(&rule) {
+            let r = ForwardReference::any_order_under(case, rule).map_err(refused)?;
+            self.any_fwd.insert(rule, r);
         }
-        self.any_fwd.as_ref().ok_or_else(|| "no any-order reference".to_string())
+        Ok(&self.any_fwd[&rule])
     }
-    fn any_backward(&mut self, case: &O::Case) -> Result<&BackwardReference<O, AnyOrder>, String> {
-        if self.any_bwd.is_none() {
-            let r = BackwardReference::any_order(case).map_err(|e| format!("the oracles refused the case: {e}"))?;
-            self.any_bwd = Some(r);
+    fn any_backward(&mut self, case: &O::Case, rule: PaddingRule) -> Result<&BackwardReference<O, AnyOrder>, String> {
+        if !self.any_bwd.contains_key(&rule) {
+            let r = BackwardReference::any_order_under(case, rule).map_err(refused)?;
+            self.any_bwd.insert(rule, r);
         }
-        self.any_bwd.as_ref().ok_or_else(|| "no any-order reference".to_string())
+        Ok(&self.any_bwd[&rule])
     }
-    fn backward(&mut self, case: &O::Case, p: &O::Profile) -> Result<&BackwardReference<O>, String> {
-        let name = p.name().to_string();
-        if !self.bwd.contains_key(&name) {
-            let r = BackwardReference::new(case, p).map_err(|e| format!("the oracles refused the case: {e}"))?;
-            self.bwd.insert(name.clone(), r);
+    fn backward(&mut self, case: &O::Case, p: &O::Profile, rule: PaddingRule) -> Result<&BackwardReference<O>, String> {
+        let key = (p.name().to_string(), rule);
+        if !self.bwd.contains_key(&key) {
+            let r = BackwardReference::under(case, p, rule).map_err(refused)?;
+            self.bwd.insert(key.clone(), r);
         }
-        Ok(&self.bwd[&name])
+        Ok(&self.bwd[&key])
     }
 }
 
@@ -272,19 +278,20 @@ pub fn judge<O: Harness>(
     }
 }
 
-/// Bitwise equality with the profile oracle of the subject's profile,
-/// forward then backward.
+/// Bitwise equality with the profile oracle of the subject's profile, under
+/// the padding rule it claims, forward then backward.
 pub fn conformance<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
     let Some(p) = s.profile() else { return Judgement::not_applicable() };
+    let rule = s.padding();
     verdict((|| {
         let refused = |e: O::Error| format!("the profile oracle refused the case: {e}");
         let f = forward(s, case)?;
-        let expected = op::forward::<O>(case, &p).map_err(refused)?;
+        let expected = op::forward_under::<O>(case, &p, rule).map_err(refused)?;
         if let Some(d) = diff_groups(&O::fwd_groups(case, &expected), &O::fwd_groups(case, &f)) {
             return Ok(Some(format!("forward {d}")));
         }
         let b = backward(s, case)?;
-        let expected = op::backward::<O>(case, &p).map_err(refused)?;
+        let expected = op::backward_under::<O>(case, &p, rule).map_err(refused)?;
         Ok(diff_groups(&O::bwd_groups(case, &expected), &O::bwd_groups(case, &b)).map(|d| format!("backward {d}")))
     })())
 }
@@ -305,7 +312,7 @@ fn determinism<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
 /// Every transformed case of the relation relates to the original as its
 /// [`crate::harness::Transform`] says, forward and backward.
 fn metamorphic<O: Harness>(s: &dyn Subject<O>, case: &O::Case, kind: Metamorphic) -> Judgement {
-    let transforms = O::transforms(kind, case);
+    let transforms = O::transforms(kind, case, s.padding());
     if transforms.is_empty() {
         return Judgement::not_applicable();
     }
@@ -360,8 +367,8 @@ fn accuracy<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut Reference
     bounded(
         "forward",
         forward(s, case).and_then(|f| match s.profile() {
-            Some(p) => Ok(refs.forward(case, &p).map_err(Stop::Failed)?.judge(case, &f)),
-            None => Ok(refs.any_forward(case).map_err(Stop::Failed)?.judge(case, &f)),
+            Some(p) => Ok(refs.forward(case, &p, s.padding()).map_err(Stop::Failed)?.judge(case, &f)),
+            None => Ok(refs.any_forward(case, s.padding()).map_err(Stop::Failed)?.judge(case, &f)),
         }),
     )
 }
@@ -374,8 +381,8 @@ fn gradient<O: Harness>(s: &dyn Subject<O>, case: &O::Case, refs: &mut Reference
     bounded(
         "backward",
         backward(s, case).and_then(|b| match s.profile() {
-            Some(p) => Ok(refs.backward(case, &p).map_err(Stop::Failed)?.judge(case, &b)),
-            None => Ok(refs.any_backward(case).map_err(Stop::Failed)?.judge(case, &b)),
+            Some(p) => Ok(refs.backward(case, &p, s.padding()).map_err(Stop::Failed)?.judge(case, &b)),
+            None => Ok(refs.any_backward(case, s.padding()).map_err(Stop::Failed)?.judge(case, &b)),
         }),
     )
 }

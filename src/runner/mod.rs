@@ -131,6 +131,10 @@ pub struct RowStats {
     /// counted as judged), and the first reason it gave.
     pub unavailable: u64,
     pub unavailable_reason: Option<String>,
+    /// The padding rule the subject was judged by (`skip`, `mask`;
+    /// docs/padding.md), `-` where the op has no padding rows or the row
+    /// judges no subject (`mpfr`). Empty in a row built by hand.
+    pub padding: String,
 }
 
 /// The number of power-of-two bins of a dimension's sizes: bin b holds the
@@ -303,6 +307,11 @@ fn profile_name<O: Op>(s: &SubjectRef<O>) -> String {
     s.profile().map(|p| p.name().to_string()).unwrap_or_else(|| "-".into())
 }
 
+/// The padding rule a subject is judged by, as the report names it.
+fn padding_name<O: Op>(s: &SubjectRef<O>) -> String {
+    if O::HAS_PADDING { s.padding().name().into() } else { "-".into() }
+}
+
 /// The rows a plan will fill, with the rows that say nothing about their
 /// subject marked n/a up front.
 pub fn rows_for<O: Harness>(subjects: &[SubjectRef<O>], properties: &[Property]) -> BTreeMap<RowKey, RowStats> {
@@ -315,11 +324,12 @@ pub fn rows_for<O: Harness>(subjects: &[SubjectRef<O>], properties: &[Property])
             // distribution of their ratios.
             let histogram = (matches!(p, Property::Accuracy | Property::Gradient) && not_applicable.is_none())
                 .then(RatioHistogram::default);
-            rows.insert(key, RowStats { not_applicable, histogram, ..Default::default() });
+            let padding = padding_name(s);
+            rows.insert(key, RowStats { not_applicable, histogram, padding, ..Default::default() });
         }
         if p == Property::Gradient {
             let key = RowKey { op: O::NAME.into(), property: p, profile: "-".into(), subject: MPFR_SUBJECT.into() };
-            rows.insert(key, RowStats::default());
+            rows.insert(key, RowStats { padding: "-".into(), ..Default::default() });
         }
     }
     rows

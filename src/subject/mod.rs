@@ -4,6 +4,7 @@
 pub mod cuda;
 
 use oracles::op::{self, Op};
+use oracles::padding::PaddingRule;
 use std::fmt;
 use std::sync::Arc;
 use thiserror::Error;
@@ -57,6 +58,13 @@ pub trait Subject<O: Op>: Send + Sync {
     /// for a subject that claims none (judged by accuracy and the
     /// metamorphic properties only).
     fn profile(&self) -> Option<O::Profile>;
+    /// The padding rule it claims (`oracles::padding`, docs/padding.md):
+    /// what its padding rows are judged by. Every built-in subject (the
+    /// oracles, the models, the planted bugs, CUDA) implements SPEC's
+    /// `skip`; an external one says in its handshake.
+    fn padding(&self) -> PaddingRule {
+        PaddingRule::Skip
+    }
     fn kind(&self) -> SubjectKind;
     fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError>;
     fn backward(&self, case: &O::Case) -> Result<O::Bwd<f32>, SubjectError>;
@@ -108,6 +116,9 @@ impl<O: Op> Subject<O> for AnyOrderSubject<O> {
     }
     fn profile(&self) -> Option<O::Profile> {
         None
+    }
+    fn padding(&self) -> PaddingRule {
+        self.0.padding()
     }
     fn kind(&self) -> SubjectKind {
         self.0.kind()
