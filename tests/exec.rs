@@ -88,6 +88,39 @@ fn a_correct_provider_passes_every_property_bitwise() {
     assert!(row(&v, "batch-invariance", &subject)["not_applicable"].is_string());
 }
 
+/// The pure-Python provider computing native's `mask` padding rule
+/// (docs/padding.md) passes under the rule it claims and fails, bitwise,
+/// when it claims the other; the plain provider (`skip`) claiming `mask`
+/// fails too. The report names the rule each row was judged by.
+#[test]
+fn a_provider_is_judged_by_the_padding_rule_it_claims() {
+    let run = |args: &str, properties: &[&str]| {
+        let subject = format!("exec:{} {args}", provider("pure_seqwise_loss.py"));
+        let mut c = bitparity();
+        c.args(["check", "--op", "seqwise_loss", "--cases", "30", "--seed", "5", "--quiet", "--no-save"]);
+        for p in properties {
+            c.args(["--property", p]);
+        }
+        let out = c.args(["--json", "-", "--subject"]).arg(&subject).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (out, v, subject)
+    };
+    let (out, v, subject) = run("--mask", &["conformance", "padding", "accuracy", "gradient"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for p in ["conformance", "padding", "accuracy", "gradient"] {
+        let r = row(&v, p, &subject);
+        assert_eq!((r["cases"].as_u64(), r["failures"].as_u64()), (Some(30), Some(0)), "{p}: {r}");
+        assert_eq!(r["padding"], "mask", "{p}: {r}");
+    }
+    for args in ["--mask --claim skip", "--claim mask"] {
+        let (out, v, subject) = run(args, &["conformance"]);
+        assert_eq!(out.status.code(), Some(1), "{args}: {}", text(&out));
+        let r = row(&v, "conformance", &subject);
+        assert!(r["failures"].as_u64().unwrap() > 0, "{args}: {r}");
+        assert_eq!(r["padding"], if args == "--claim mask" { "mask" } else { "skip" });
+    }
+}
+
 #[test]
 fn a_planted_bug_is_caught_through_the_protocol() {
     let subject = format!("exec:{} --bug ignore-offset", provider("pure_seqwise_loss.py"));
@@ -265,6 +298,10 @@ fn bad_configs_and_commands_are_refused_with_the_reason() {
         (
             format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\nprofile='warp32-chunk64'\n"),
             "claims profile warp32-chunk64",
+        ),
+        (
+            format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\nprofile='serial'\npadding='mask'\n"),
+            "says it claims padding mask, its handshake claims skip",
         ),
     ] {
         let out = check(&config, "a");

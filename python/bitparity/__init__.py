@@ -17,7 +17,8 @@ to its regression corpus.
 
     bitparity.serve(op="seqwise_loss", forward=forward, backward=backward)
 
-``serve(op, forward, backward, profile=None, backend="auto", validate=True)``
+``serve(op, forward, backward, profile=None, backend="auto", validate=True,
+padding="skip")``
 never returns until bitparity closes the pipe. While it serves, ``sys.stdout``
 and file descriptor 1 go to stderr: whatever the kernel prints (Python or C)
 cannot corrupt the stream; bitparity shows the last stderr lines when a
@@ -27,6 +28,11 @@ still the stream: a print there breaks the handshake, and bitparity says so.)
 - ``profile``: the name of the numeric profile whose bits the kernel claims
   (``"serial"``, ...), or None (it claims none: judged by the metamorphic
   properties, determinism and validation; conformance is n/a).
+- ``padding``: the padding rule the kernel implements (docs/padding.md):
+  ``"skip"`` (bitparity's: a padding row is never read, its gradient +0.0)
+  or ``"mask"`` (native TorchTitan's: the row's terms are computed and
+  multiplied by the 0/1 mask, so NaN/Inf there reach the loss and -0.0 its
+  gradient). bitparity judges the kernel by the rule it claims.
 - ``backend``: how inputs are given to the functions. ``"torch"``: tensors on
   ``$BITPARITY_DEVICE`` (default ``cuda`` when available, else ``cpu``);
   ``"numpy"``: arrays; ``"python"``: plain lists and ``Strided`` views;
@@ -56,7 +62,8 @@ seqwise_loss
     bools, provided_map only, else None), case.k (unbiased_top_k, else None),
     case.clamp_tie ("strict" | "inclusive"), case.g (float, backward).
     forward -> (raw: f32 scalar, counts: E integers, freq: E f32);
-    backward -> grad: T x E f32 (padding rows +0.0).
+    backward -> grad: T x E f32 (padding rows +0.0 under the ``skip``
+    padding rule; see ``padding``).
 
 router
     case.t, case.e, case.offset, case.row_stride, case.logits (T x E f32,
@@ -204,12 +211,14 @@ class _Stream:
             view = view[n:]
 
 
-def serve(op, forward, backward, profile=None, backend="auto", validate=True):
+def serve(op, forward, backward, profile=None, backend="auto", validate=True, padding="skip"):
     """Serves ``op`` (``"seqwise_loss"``, ``"router"``, ``"shared_expert"``)
     to bitparity on stdin/stdout until it closes the pipe. See the module
     docstring for the functions' signatures."""
     if op not in _ops.OPS:
         raise ValueError("unknown op %r (known: %s)" % (op, ", ".join(sorted(_ops.OPS))))
+    if padding not in ("skip", "mask"):
+        raise ValueError("padding must be skip or mask, not %r" % (padding,))
     spec = _ops.OPS[op]
     backend = _backend(backend)
     device = None
@@ -217,7 +226,8 @@ def serve(op, forward, backward, profile=None, backend="auto", validate=True):
         import torch
         device = os.environ.get("BITPARITY_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     stream = _Stream()
-    stream.write({"protocol": "bitparity", "version": PROTOCOL_VERSION, "ops": [op], "profile": profile})
+    stream.write({"protocol": "bitparity", "version": PROTOCOL_VERSION, "ops": [op], "profile": profile,
+                  "padding": padding})
     functions = {"fwd": forward, "bwd": backward}
     while True:
         try:

@@ -12,7 +12,9 @@ kept; the k largest u among their experts; ids ascending; weights = s at ids,
 divided by their sum + 1e-20 when route_norm, times route_scale. Counts over
 valid rows. The backward is autograd's of sum(weights * gw), plus g * the
 fused seqwise_loss (ProvidedMap, this router's map) when the case has one.
-Selections are torch.topk's (ties and NaN as PyTorch orders them).
+Selections are torch.topk's (ties and NaN as PyTorch orders them). The
+fused loss masks padding tokens as TorchTitan does (a product with the 0/1
+mask): it claims the ``mask`` padding rule (docs/padding.md).
 """
 import os
 import sys
@@ -64,4 +66,4 @@ def backward(case):
 
 
 if __name__ == "__main__":
-    bitparity.serve(op="router", forward=forward, backward=backward, backend="torch")
+    bitparity.serve(op="router", forward=forward, backward=backward, backend="torch", padding="mask")

@@ -6,8 +6,10 @@ invariance and validation; conformance is n/a).
     BITPARITY_DEVICE=cuda bitparity check --op seqwise_loss \\
         --subject "exec:python3 python/providers/torch_seqwise_loss.py"
 
-The formula: valid rows only (padding rows are replaced by zeros before any
-sum, so NaN/Inf there reach nothing, not even the gradient); ProvidedMap:
+The formula, padding as native TorchTitan has it (it claims the ``mask``
+padding rule, docs/padding.md): every row's p is computed, then multiplied by
+the 0/1 mask before the column sums, so NaN/Inf in a padding row make the loss
+NaN, and autograd gives the padding row g * f * 0 through p; ProvidedMap:
 ``F.normalize(scores, p=1, dim=1, eps=1e-12)`` and the given map;
 UnbiasedTopK: ``scores / (scores.sum(1) + 1e-20)`` and ``torch.topk`` of each
 valid row; c_e the map's column sums, f_e = c_e / max(C, eps) * E, P_e the
@@ -36,13 +38,14 @@ def valid_rows(case, scores):
 
 
 def loss(scores, valid, objective, provided_map=None, k=None):
-    """(raw, counts, freq) of scores (T x E) over its valid rows:
-    TorchTitan's formula. Differentiable in scores."""
+    """(raw, counts, freq) of scores (T x E) with padding masked as
+    TorchTitan does: the counts over valid rows (integers), every row's p
+    multiplied by its 0/1 mask before the sum over tokens (the ``mask``
+    padding rule: a product, so NaN * 0 is NaN and (-x) * 0 is -0.0).
+    Differentiable in scores."""
     e = scores.shape[1]
     rows = valid[:, None]
-    # Padding rows replaced before anything reads them (a where, not a
-    # product: NaN * 0 is NaN); their gradient is where's zero.
-    s = torch.where(rows, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
+    s = scores
     if objective == "provided_map":
         chosen = provided_map & rows
         p = F.normalize(s, p=1, dim=1, eps=EPS)
@@ -50,7 +53,7 @@ def loss(scores, valid, objective, provided_map=None, k=None):
         idx = torch.topk(s.detach(), k, dim=1).indices
         chosen = torch.zeros_like(s, dtype=torch.bool).scatter(1, idx, True) & rows
         p = s / (s.sum(dim=1, keepdim=True) + EPS2)
-    p = torch.where(rows, p, torch.zeros((), dtype=p.dtype, device=p.device))
+    p = p * rows.to(p.dtype)
     counts = chosen.sum(dim=0)
     total = counts.sum().to(torch.float32)
     freq = counts.to(torch.float32) / torch.clamp(total, min=EPS) * e
@@ -71,4 +74,4 @@ def backward(case):
 
 
 if __name__ == "__main__":
-    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, backend="torch")
+    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, backend="torch", padding="mask")

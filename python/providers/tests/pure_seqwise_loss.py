@@ -28,6 +28,12 @@ EPS2 = _F.unpack(_F.pack(1e-20))[0]
 # `--unavailable-odd` declares every case with an odd T unavailable.
 BUG = "ignore-offset" if "ignore-offset" in sys.argv else None
 UNAVAILABLE_ODD = "--unavailable-odd" in sys.argv
+# `--mask` computes the `mask` padding rule (docs/padding.md: a padding
+# row's p times 0.0 before the token sum, its gradient with a_e * 0.0)
+# instead of `skip`; `--claim skip|mask` announces a rule other than the
+# one computed (a subject that claims the wrong rule must fail).
+MASK = "--mask" in sys.argv
+CLAIM = sys.argv[sys.argv.index("--claim") + 1] if "--claim" in sys.argv else ("mask" if MASK else "skip")
 
 
 def r(x):
@@ -110,11 +116,12 @@ def forward(case):
     freq = frequencies(counts)
     sums = [0.0] * case.e
     for t, row, padded in all_rows:
-        if padded:
+        if padded and not MASK:
             continue
         d, _ = denominator(case, row)
         for e, s in enumerate(row):
-            sums[e] = r(sums[e] + div(s, d))
+            p = div(s, d)
+            sums[e] = r(sums[e] + (p * 0.0 if padded else p))
     raw = serial([r(f * p) for f, p in zip(freq, sums)])
     return raw, counts, freq
 
@@ -131,12 +138,13 @@ def backward(case):
     a = [r(case.g * f) for f in freq]
     grad = []
     for t, row, padded in all_rows:
-        if padded:
+        if padded and not MASK:
             grad.extend([0.0] * case.e)
             continue
         d, gate = denominator(case, row)
-        q = serial([-r(a_e * div(div(s, d), d)) for s, a_e in zip(row, a)])
-        for s, a_k in zip(row, a):
+        a_row = [a_e * 0.0 for a_e in a] if padded else a
+        q = serial([-r(a_e * div(div(s, d), d)) for s, a_e in zip(row, a_row)])
+        for s, a_k in zip(row, a_row):
             first = div(a_k, d)
             if gate is None:
                 grad.append(r(first + q))
@@ -146,4 +154,5 @@ def backward(case):
 
 
 if __name__ == "__main__":
-    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, profile="serial", backend="python")
+    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, profile="serial", backend="python",
+                    padding=CLAIM)
