@@ -92,10 +92,8 @@ fn a_negative_padding_score_with_a_negative_g_gives_minus_zero_under_mask() {
         assert_eq!(bits(&skip[..2]), bits(&mask[..2]), "{}: valid rows differ", p.name);
         // The forward: p_1e * 0.0 = [-0.0, +0.0] added to P_e changes no
         // bit (P_0 = 0.5 + -0.0 = 0.5, P_1 = 0.5 + 0.0).
-        let (fs, fm) = (
-            forward_under::<SeqwiseLoss>(&c, &p, Skip).unwrap(),
-            forward_under::<SeqwiseLoss>(&c, &p, Mask).unwrap(),
-        );
+        let (fs, fm) =
+            (forward_under::<SeqwiseLoss>(&c, &p, Skip).unwrap(), forward_under::<SeqwiseLoss>(&c, &p, Mask).unwrap());
         assert_eq!((fs.raw.to_bits(), bits(&fs.freq)), (fm.raw.to_bits(), bits(&fm.freq)));
     }
     // g = +1: a' = [+0.0, +0.0], q = -(+0 * x) = [+0.0, -0.0] summed from
@@ -170,8 +168,7 @@ fn the_router_fused_loss_under_mask_reaches_the_padding_row() {
         assert!(mask[2].is_nan() && mask[3].is_nan(), "{}: {mask:?}", p.name);
         assert_eq!(bits(&skip[..2]), bits(&mask[..2]), "{}: the valid token differs", p.name);
         // The forward has no loss output: the same under both rules.
-        let (fs, fm) =
-            (forward_under::<Router>(&c, &p, Skip).unwrap(), forward_under::<Router>(&c, &p, Mask).unwrap());
+        let (fs, fm) = (forward_under::<Router>(&c, &p, Skip).unwrap(), forward_under::<Router>(&c, &p, Mask).unwrap());
         assert_eq!((bits(&fs.weights), fs.counts), (bits(&fm.weights), fm.counts));
     }
     // A finite a: a' = +-0 and every s >= 0, so the padding token's loss

@@ -211,6 +211,28 @@ class _Stream:
             view = view[n:]
 
 
+def _die_with_parent():
+    """On Linux, asks the kernel to SIGKILL this process when its parent
+    dies (prctl PR_SET_PDEATHSIG): a bitparity killed by SIGKILL cannot kill
+    its children itself, and an orphaned provider would hold a GPU. Best
+    effort: elsewhere, or without libc, nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+        parent = os.getppid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        # The parent may have died before the call (we were reparented):
+        # then nobody would send the signal.
+        if os.getppid() != parent:
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
 def serve(op, forward, backward, profile=None, backend="auto", validate=True, padding="skip"):
     """Serves ``op`` (``"seqwise_loss"``, ``"router"``, ``"shared_expert"``)
     to bitparity on stdin/stdout until it closes the pipe. See the module
@@ -225,6 +247,7 @@ def serve(op, forward, backward, profile=None, backend="auto", validate=True, pa
     if backend == "torch":
         import torch
         device = os.environ.get("BITPARITY_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    _die_with_parent()
     stream = _Stream()
     stream.write({"protocol": "bitparity", "version": PROTOCOL_VERSION, "ops": [op], "profile": profile,
                   "padding": padding})

@@ -10,8 +10,8 @@ use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef
 use oracles::case::hexf;
 use oracles::case::router::{RouterBackward, RouterCase, RouterForward};
 use oracles::op::router::Router;
-use oracles::profile::router::RouterProfile;
 use oracles::padding::PaddingRule;
+use oracles::profile::router::RouterProfile;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;

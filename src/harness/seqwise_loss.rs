@@ -10,8 +10,8 @@ use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef
 use oracles::case::hexf;
 use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::seqwise_loss::SeqwiseLoss;
-use oracles::profile::seqwise_loss::SeqwiseProfile;
 use oracles::padding::PaddingRule;
+use oracles::profile::seqwise_loss::SeqwiseProfile;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;

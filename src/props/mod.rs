@@ -14,6 +14,7 @@ use oracles::mpfr::reference::{Accuracy, BackwardReference, ForwardReference};
 use oracles::op::{self, Op, Profile};
 use oracles::padding::PaddingRule;
 use serde::{Deserialize, Serialize};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -191,18 +192,16 @@ impl<O: Op> References<O> {
         Ok(&self.fwd[&key])
     }
     fn any_forward(&mut self, case: &O::Case, rule: PaddingRule) -> Result<&ForwardReference<O, AnyOrder>, String> {
-        if !self.any_fwd.contains_key(&rule) {
-            let r = ForwardReference::any_order_under(case, rule).map_err(refused)?;
-            self.any_fwd.insert(rule, r);
+        match self.any_fwd.entry(rule) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => Ok(e.insert(ForwardReference::any_order_under(case, rule).map_err(refused)?)),
         }
-        Ok(&self.any_fwd[&rule])
     }
     fn any_backward(&mut self, case: &O::Case, rule: PaddingRule) -> Result<&BackwardReference<O, AnyOrder>, String> {
-        if !self.any_bwd.contains_key(&rule) {
-            let r = BackwardReference::any_order_under(case, rule).map_err(refused)?;
-            self.any_bwd.insert(rule, r);
+        match self.any_bwd.entry(rule) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => Ok(e.insert(BackwardReference::any_order_under(case, rule).map_err(refused)?)),
         }
-        Ok(&self.any_bwd[&rule])
     }
     fn backward(&mut self, case: &O::Case, p: &O::Profile, rule: PaddingRule) -> Result<&BackwardReference<O>, String> {
         let key = (p.name().to_string(), rule);

@@ -309,7 +309,11 @@ fn profile_name<O: Op>(s: &SubjectRef<O>) -> String {
 
 /// The padding rule a subject is judged by, as the report names it.
 fn padding_name<O: Op>(s: &SubjectRef<O>) -> String {
-    if O::HAS_PADDING { s.padding().name().into() } else { "-".into() }
+    if O::HAS_PADDING {
+        s.padding().name().into()
+    } else {
+        "-".into()
+    }
 }
 
 /// The rows a plan will fill, with the rows that say nothing about their

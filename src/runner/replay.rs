@@ -141,6 +141,10 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
                     // need a GPU, an environment, minutes.
                     let hint = if entry.subject.starts_with("exec:") {
                         format!(" (external: replay with --subject {:?})", entry.subject)
+                    } else if crate::harness::resolve::<O>(&entry.subject).is_err() {
+                        // No built-in name: a subject of a bitparity.toml
+                        // that is not loaded here.
+                        format!(" (a bitparity.toml subject? replay with --config PATH --subject {:?})", entry.subject)
                     } else {
                         String::new()
                     };

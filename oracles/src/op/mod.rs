@@ -209,10 +209,6 @@ pub fn forward_under<O: Op>(case: &O::Case, profile: &O::Profile, rule: PaddingR
 }
 
 /// The profile oracle under padding rule `rule`: the backward in plain f32.
-pub fn backward_under<O: Op>(
-    case: &O::Case,
-    profile: &O::Profile,
-    rule: PaddingRule,
-) -> Result<O::Bwd<f32>, O::Error> {
+pub fn backward_under<O: Op>(case: &O::Case, profile: &O::Profile, rule: PaddingRule) -> Result<O::Bwd<f32>, O::Error> {
     Ok(O::backward_under::<f32>(case, profile, rule, None)?.out)
 }
