@@ -184,12 +184,10 @@ fn refused(e: impl fmt::Display) -> String {
 
 impl<O: Op> References<O> {
     fn forward(&mut self, case: &O::Case, p: &O::Profile, rule: PaddingRule) -> Result<&ForwardReference<O>, String> {
-        let key = (p.name().to_string(), rule);
-        if !self.fwd.contains_key(&key) {
-            let r = ForwardReference::under(case, p, rule).map_err(refused)?;
-            self.fwd.insert(key.clone(), r);
+        match self.fwd.entry((p.name().to_string(), rule)) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => Ok(e.insert(ForwardReference::under(case, p, rule).map_err(refused)?)),
         }
-        Ok(&self.fwd[&key])
     }
     fn any_forward(&mut self, case: &O::Case, rule: PaddingRule) -> Result<&ForwardReference<O, AnyOrder>, String> {
         match self.any_fwd.entry(rule) {
@@ -204,12 +202,10 @@ impl<O: Op> References<O> {
         }
     }
     fn backward(&mut self, case: &O::Case, p: &O::Profile, rule: PaddingRule) -> Result<&BackwardReference<O>, String> {
-        let key = (p.name().to_string(), rule);
-        if !self.bwd.contains_key(&key) {
-            let r = BackwardReference::under(case, p, rule).map_err(refused)?;
-            self.bwd.insert(key.clone(), r);
+        match self.bwd.entry((p.name().to_string(), rule)) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => Ok(e.insert(BackwardReference::under(case, p, rule).map_err(refused)?)),
         }
-        Ok(&self.bwd[&key])
     }
 }
 
