@@ -3,7 +3,7 @@
 //! that calls NVRTC; each status code becomes a typed [`NvrtcError`] through
 //! cudarc's thin `result` layer.
 
-use super::{KernelSource, HEADERS};
+use super::KernelSource;
 use crate::knobs;
 use cudarc::nvrtc::result::{self as nvrtc_result, NvrtcError};
 use cudarc::nvrtc::sys as nvrtc_sys;
@@ -110,18 +110,47 @@ pub fn version() -> Result<(i32, i32), CompileError> {
 }
 
 /// Compiles one kernel source with [`options`] for `arch` (`sm_90`), plus
-/// `extra` options.
+/// `extra` options, with this process's headers ([`super::headers`]).
 pub fn compile(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, CompileError> {
-    version()?;
-    guarded(|| compile_loaded(kernel, arch, extra)).map_err(CompileError::Panicked)?
+    compile_with(kernel, &super::headers(), arch, extra, Output::Cubin)
 }
 
-fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, CompileError> {
+/// What a compile produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Machine code for `arch`.
+    Cubin,
+    /// Only NVRTC's front end (`--fdevice-syntax-only`: parsing, templates
+    /// instantiated, types checked), no code: the mutants' quick compile
+    /// check. The result's `cubin` is empty.
+    SyntaxOnly,
+}
+
+/// Compiles `kernel` with the given headers: [`compile`] with every input
+/// explicit.
+pub fn compile_with(
+    kernel: &KernelSource,
+    headers: &[KernelSource],
+    arch: &str,
+    extra: &[String],
+    output: Output,
+) -> Result<CompiledKernel, CompileError> {
+    version()?;
+    guarded(|| compile_loaded(kernel, headers, arch, extra, output)).map_err(CompileError::Panicked)?
+}
+
+fn compile_loaded(
+    kernel: &KernelSource,
+    headers: &[KernelSource],
+    arch: &str,
+    extra: &[String],
+    output: Output,
+) -> Result<CompiledKernel, CompileError> {
     let cstr = |s: &str, what: &'static str| CString::new(s).map_err(|_| CompileError::Nul(what));
     let src = cstr(kernel.text, kernel.name)?;
     let name = cstr(kernel.name, kernel.name)?;
-    let header_texts = HEADERS.iter().map(|h| cstr(h.text, h.name)).collect::<Result<Vec<_>, _>>()?;
-    let header_names = HEADERS.iter().map(|h| cstr(h.name, h.name)).collect::<Result<Vec<_>, _>>()?;
+    let header_texts = headers.iter().map(|h| cstr(h.text, h.name)).collect::<Result<Vec<_>, _>>()?;
+    let header_names = headers.iter().map(|h| cstr(h.name, h.name)).collect::<Result<Vec<_>, _>>()?;
     let texts: Vec<*const c_char> = header_texts.iter().map(|s| s.as_ptr()).collect();
     let names: Vec<*const c_char> = header_names.iter().map(|s| s.as_ptr()).collect();
     let mut prog: nvrtc_sys::nvrtcProgram = std::ptr::null_mut();
@@ -142,6 +171,9 @@ fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result
     .map_err(|error| CompileError::Call { what: "nvrtcCreateProgram", error })?;
     let mut opts = options(arch);
     opts.extend(extra.iter().cloned());
+    if output == Output::SyntaxOnly {
+        opts.push("--fdevice-syntax-only".into());
+    }
     // SAFETY: `prog` was created above and is destroyed only at the end.
     let compiled = unsafe { nvrtc_result::compile_program(prog, &opts) };
     // SAFETY: as above; the log is a NUL-terminated buffer NVRTC filled.
@@ -153,6 +185,7 @@ fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result
         .unwrap_or_else(|e| format!("(no log: {e})"));
     let cubin = match compiled {
         Err(_) => Err(CompileError::Rejected { kernel: kernel.name, arch: arch.into(), log: log.clone() }),
+        Ok(()) if output == Output::SyntaxOnly => Ok(Vec::new()),
         Ok(()) => cubin_of(prog),
     };
     // SAFETY: `prog` is a live program, destroyed exactly once.
