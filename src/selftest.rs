@@ -59,9 +59,9 @@ pub struct BugReport {
 
 /// The first property of [`HUNT`] that `s` fails on `case`, with its message.
 fn failing<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Option<(Property, String)> {
-    HUNT.into_iter().filter(|&p| applies(p, s).is_ok()).find_map(|p| {
-        judge(p, s, case, &mut References::default()).failure.map(|m| (p, m))
-    })
+    HUNT.into_iter()
+        .filter(|&p| applies(p, s).is_ok())
+        .find_map(|p| judge(p, s, case, &mut References::default()).failure.map(|m| (p, m)))
 }
 
 /// The first case of seed `seed` (of at most `max_cases`, generated before

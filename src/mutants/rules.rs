@@ -102,7 +102,8 @@ pub fn edits(src: &str, tokens: &[Token]) -> Vec<Edit> {
     let shared_lines: Vec<usize> =
         tokens.iter().filter(|t| t.text == "__shared__" || t.text == "__launch_bounds__").map(|t| t.line).collect();
     for (i, t) in tokens.iter().enumerate() {
-        let one = |rule: Rule, replacement: &str| Edit { rule, start: t.start, end: t.end, replacement: replacement.into() };
+        let one =
+            |rule: Rule, replacement: &str| Edit { rule, start: t.start, end: t.end, replacement: replacement.into() };
         let binary = is_binary_position(tokens, i);
         match (t.kind, t.text.as_str()) {
             (Kind::Punct, "+") if binary => out.push(one(Rule::Arithmetic, "-")),
@@ -300,7 +301,8 @@ fn hex_float(x: f32) -> String {
 /// barriers, FMA contraction.
 fn ident_edits(src: &str, tokens: &[Token], i: usize, name: &str) -> Vec<Edit> {
     let t = &tokens[i];
-    let one = |rule: Rule, replacement: &str| Edit { rule, start: t.start, end: t.end, replacement: replacement.into() };
+    let one =
+        |rule: Rule, replacement: &str| Edit { rule, start: t.start, end: t.end, replacement: replacement.into() };
     let call = tokens.get(i + 1).is_some_and(|n| n.text == "(");
     let mut out = Vec::new();
     if !call {
@@ -350,7 +352,12 @@ fn ident_edits(src: &str, tokens: &[Token], i: usize, name: &str) -> Vec<Edit> {
     if matches!(name, "__syncthreads" | "__syncwarp" | "__threadfence") {
         if let Some(close) = matching(tokens, i + 1) {
             if tokens.get(close + 1).is_some_and(|s| s.text == ";") {
-                out.push(Edit { rule: Rule::Barrier, start: t.start, end: tokens[close + 1].end, replacement: ";".into() });
+                out.push(Edit {
+                    rule: Rule::Barrier,
+                    start: t.start,
+                    end: tokens[close + 1].end,
+                    replacement: ";".into(),
+                });
             }
         }
     }
@@ -517,8 +524,7 @@ mod tests {
     }
 
     fn all(src: &str) -> Vec<(Rule, String)> {
-        edits(src, &tokens(src))
-            .iter().map(|x| (x.rule, apply(src, x))).collect()
+        edits(src, &tokens(src)).iter().map(|x| (x.rule, apply(src, x))).collect()
     }
 
     fn has(src: &str, rule: Rule, want: &str) -> bool {

@@ -25,7 +25,6 @@ pub mod shared_expert;
 
 pub use device::{device, Device, DeviceInfo};
 pub use seqwise_loss::{probe, CudaSeqwise};
-use std::sync::OnceLock;
 
 /// One CUDA source file of `kernels/`, embedded at build time so that a
 /// prebuilt binary carries its kernels.
@@ -51,12 +50,6 @@ impl KernelId {
         [KernelId::SeqwiseLoss, KernelId::Router, KernelId::SharedExpert, KernelId::ExpfCheck];
 
     pub fn source(self) -> KernelSource {
-        let embedded = self.embedded();
-        replaced(embedded.name).unwrap_or(embedded)
-    }
-
-    /// The source compiled into this binary, whatever [`replace_source`] did.
-    pub fn embedded(self) -> KernelSource {
         match self {
             KernelId::SeqwiseLoss => {
                 KernelSource { name: "seqwise_loss.cu", text: include_str!("../../../kernels/seqwise_loss.cu") }
@@ -83,37 +76,13 @@ impl KernelId {
 
     /// Whether this kernel's source includes header `name` (`common.cuh`).
     pub fn includes(self, name: &str) -> bool {
-        self.embedded().text.lines().any(|l| l.trim_start().starts_with("#include") && l.contains(&format!("\"{name}\"")))
+        self.source().text.lines().any(|l| l.trim_start().starts_with("#include") && l.contains(&format!("\"{name}\"")))
             || HEADERS.iter().any(|h| {
                 h.name != name
-                    && self.embedded().text.contains(&format!("#include \"{}\"", h.name))
+                    && self.source().text.contains(&format!("#include \"{}\"", h.name))
                     && h.text.contains(&format!("#include \"{name}\""))
             })
     }
-}
-
-static REPLACED: OnceLock<KernelSource> = OnceLock::new();
-
-/// Replaces the source or header `name` by `text` for the rest of this
-/// process, before any kernel is compiled: a `bitparity mutants` child
-/// compiles one mutant this way. Only once per process; an unknown name is
-/// an error.
-pub fn replace_source(name: &str, text: String) -> Result<(), String> {
-    let known = KernelId::ALL.iter().map(|k| k.embedded()).chain(HEADERS.iter().copied()).find(|k| k.name == name);
-    let Some(k) = known else { return Err(format!("no kernel source or header named {name:?}")) };
-    // Leaked once per process: sources are `&'static str` everywhere.
-    let text: &'static str = Box::leak(text.into_boxed_str());
-    REPLACED.set(KernelSource { name: k.name, text }).map_err(|_| "a kernel source was already replaced".to_string())
-}
-
-fn replaced(name: &str) -> Option<KernelSource> {
-    REPLACED.get().filter(|k| k.name == name).copied()
-}
-
-/// The headers this process compiles with ([`HEADERS`], one of them
-/// replaced when [`replace_source`] named it).
-pub fn headers() -> Vec<KernelSource> {
-    HEADERS.iter().map(|h| replaced(h.name).unwrap_or(*h)).collect()
 }
 
 /// The shared headers, handed to NVRTC by name (`#include "common.cuh"`).

@@ -3,7 +3,7 @@
 //! that calls NVRTC; each status code becomes a typed [`NvrtcError`] through
 //! cudarc's thin `result` layer.
 
-use super::KernelSource;
+use super::{KernelSource, HEADERS};
 use crate::knobs;
 use cudarc::nvrtc::result::{self as nvrtc_result, NvrtcError};
 use cudarc::nvrtc::sys as nvrtc_sys;
@@ -110,9 +110,10 @@ pub fn version() -> Result<(i32, i32), CompileError> {
 }
 
 /// Compiles one kernel source with [`options`] for `arch` (`sm_90`), plus
-/// `extra` options, with this process's headers ([`super::headers`]).
+/// `extra` options, with the shared [`HEADERS`].
 pub fn compile(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, CompileError> {
-    compile_with(kernel, &super::headers(), arch, extra, Output::Cubin)
+    let headers: Vec<(&str, &str)> = HEADERS.iter().map(|h| (h.name, h.text)).collect();
+    compile_with(kernel.name, kernel.text, &headers, arch, extra, Output::Cubin)
 }
 
 /// What a compile produces.
@@ -126,31 +127,34 @@ pub enum Output {
     SyntaxOnly,
 }
 
-/// Compiles `kernel` with the given headers: [`compile`] with every input
-/// explicit.
+/// Compiles source `text` of kernel `name` with the given (name, text)
+/// headers: [`compile`] with every input explicit (a mutant is a source or
+/// header that is not the embedded one).
 pub fn compile_with(
-    kernel: &KernelSource,
-    headers: &[KernelSource],
+    name: &'static str,
+    text: &str,
+    headers: &[(&'static str, &str)],
     arch: &str,
     extra: &[String],
     output: Output,
 ) -> Result<CompiledKernel, CompileError> {
     version()?;
-    guarded(|| compile_loaded(kernel, headers, arch, extra, output)).map_err(CompileError::Panicked)?
+    guarded(|| compile_loaded(name, text, headers, arch, extra, output)).map_err(CompileError::Panicked)?
 }
 
 fn compile_loaded(
-    kernel: &KernelSource,
-    headers: &[KernelSource],
+    kernel: &'static str,
+    text: &str,
+    headers: &[(&'static str, &str)],
     arch: &str,
     extra: &[String],
     output: Output,
 ) -> Result<CompiledKernel, CompileError> {
     let cstr = |s: &str, what: &'static str| CString::new(s).map_err(|_| CompileError::Nul(what));
-    let src = cstr(kernel.text, kernel.name)?;
-    let name = cstr(kernel.name, kernel.name)?;
-    let header_texts = headers.iter().map(|h| cstr(h.text, h.name)).collect::<Result<Vec<_>, _>>()?;
-    let header_names = headers.iter().map(|h| cstr(h.name, h.name)).collect::<Result<Vec<_>, _>>()?;
+    let src = cstr(text, kernel)?;
+    let name = cstr(kernel, kernel)?;
+    let header_texts = headers.iter().map(|&(n, t)| cstr(t, n)).collect::<Result<Vec<_>, _>>()?;
+    let header_names = headers.iter().map(|&(n, _)| cstr(n, n)).collect::<Result<Vec<_>, _>>()?;
     let texts: Vec<*const c_char> = header_texts.iter().map(|s| s.as_ptr()).collect();
     let names: Vec<*const c_char> = header_names.iter().map(|s| s.as_ptr()).collect();
     let mut prog: nvrtc_sys::nvrtcProgram = std::ptr::null_mut();
@@ -184,13 +188,13 @@ fn compile_loaded(
         })
         .unwrap_or_else(|e| format!("(no log: {e})"));
     let cubin = match compiled {
-        Err(_) => Err(CompileError::Rejected { kernel: kernel.name, arch: arch.into(), log: log.clone() }),
+        Err(_) => Err(CompileError::Rejected { kernel, arch: arch.into(), log: log.clone() }),
         Ok(()) if output == Output::SyntaxOnly => Ok(Vec::new()),
         Ok(()) => cubin_of(prog),
     };
     // SAFETY: `prog` is a live program, destroyed exactly once.
     let _ = unsafe { nvrtc_result::destroy_program(prog) };
-    Ok(CompiledKernel { name: kernel.name, arch: arch.to_string(), cubin: cubin?, log })
+    Ok(CompiledKernel { name: kernel, arch: arch.to_string(), cubin: cubin?, log })
 }
 
 /// The machine code of a compiled program.
