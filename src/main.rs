@@ -234,6 +234,11 @@ enum Command {
         #[arg(long)]
         originals: PathBuf,
     },
+    /// NVRTC's front end on these mutants, a JSON line each (run by
+    /// `bitparity mutants --compile-only`: NVRTC compiles one program at a
+    /// time per process).
+    #[command(hide = true)]
+    MutantCompile { ids: Vec<String> },
     /// Turn a fuzz artifact into a shrunk corpus entry (docs/fuzzing.md).
     Import {
         /// The raw input libFuzzer saved (fuzz/artifacts/<target>/crash-...).
@@ -276,6 +281,13 @@ fn main() -> ExitCode {
                 emit(&format!("{}\n", serde_json::to_string(&outcome).unwrap_or_default()));
                 0
             })
+        }
+        Command::MutantCompile { ids } => {
+            for id in ids {
+                let line = bitparity::mutants::child::syntax_check(&id);
+                emit(&format!("{}\n", serde_json::to_string(&line).unwrap_or_default()));
+            }
+            Ok(0)
         }
     };
     // External subjects' children end with bitparity: none is left running

@@ -11,7 +11,6 @@ use super::triage::Triage;
 use super::{all, op_kernels, Mutant};
 use crate::knobs;
 use crate::subject::cuda::{self, nvrtc, KernelId};
-use rayon::prelude::*;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -76,41 +75,68 @@ pub fn select(sel: &Selection) -> Result<Vec<(Mutant, bool)>, String> {
     Ok(chosen.into_iter().map(|m| (keep.contains(&m.id), m)).map(|(k, m)| (m, k)).collect())
 }
 
-/// The CI check: NVRTC's front end on every kernel each mutant reaches, on
-/// `jobs` threads. `Err` when an unmutated kernel does not compile.
+/// The CI check: NVRTC's front end on every kernel each mutant reaches, in
+/// `jobs` child processes (`bitparity mutant-compile`: NVRTC compiles one
+/// program at a time in a process, threads would wait on each other). `Err`
+/// when an unmutated kernel does not compile or a child fails.
 pub fn compile_only(mutants: Vec<Mutant>, jobs: usize, triage: &Triage) -> Result<Vec<Row>, String> {
-    let arch = nvrtc::CI_ARCH;
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build().map_err(|e| e.to_string())?;
-    pool.install(|| {
-        op_kernels().par_iter().try_for_each(|&k| {
-            let headers: Vec<(&'static str, &str)> = cuda::HEADERS.iter().map(|h| (h.name, h.text)).collect();
-            let extra = nvrtc::extra_options()?;
-            nvrtc::compile_with(k.source().name, k.source().text, &headers, arch, &extra, nvrtc::Output::SyntaxOnly)
-                .map(|_| ())
-                .map_err(|e| format!("the unmutated {} does not compile: {e}", k.source().name))
-        })
-    })?;
-    let done = std::sync::atomic::AtomicUsize::new(0);
+    for k in op_kernels() {
+        let headers: Vec<(&'static str, &str)> = cuda::HEADERS.iter().map(|h| (h.name, h.text)).collect();
+        let extra = nvrtc::extra_options()?;
+        nvrtc::compile_with(k.source().name, k.source().text, &headers, nvrtc::CI_ARCH, &extra, nvrtc::Output::SyntaxOnly)
+            .map_err(|e| format!("the unmutated {} does not compile: {e}", k.source().name))?;
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("bitparity's own path: {e}"))?;
+    let jobs = jobs.clamp(1, mutants.len().max(1));
     let total = mutants.len();
-    let rows = pool.install(|| {
-        mutants
-            .into_par_iter()
-            .map(|m| {
-                let t = Instant::now();
-                let outcome = m
-                    .kernels()
-                    .into_iter()
-                    .find_map(|k| child::compile(&m, k, arch, nvrtc::Output::SyntaxOnly).err())
-                    .map_or(Outcome::Compiles, |log| Outcome::NoCompile { log });
-                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if n % 100 == 0 || n == total {
-                    eprintln!("compiled {n}/{total} mutants");
-                }
-                Row::new(m, outcome, t.elapsed().as_secs_f64(), triage)
+    let children: Vec<Child> = (0..jobs)
+        .map(|j| {
+            Command::new(&exe)
+                .arg("mutant-compile")
+                .args(mutants.iter().skip(j).step_by(jobs).map(|m| &m.id))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("starting {}: {e}", exe.display()))
+        })
+        .collect::<Result<_, _>>()?;
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let mut outcomes = std::collections::HashMap::new();
+    std::thread::scope(|s| {
+        let readers: Vec<_> = children
+            .into_iter()
+            .map(|mut c| {
+                let done = &done;
+                s.spawn(move || {
+                    let mut lines = Vec::new();
+                    for l in BufReader::new(c.stdout.take().expect("piped")).lines().map_while(Result::ok) {
+                        lines.push(serde_json::from_str::<child::Line>(&l).map_err(|e| format!("a compile child said {l:?}: {e}"))?);
+                        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                        if n % 100 == 0 || n == total {
+                            eprintln!("compiled {n}/{total} mutants");
+                        }
+                    }
+                    let status = c.wait().map_err(|e| e.to_string())?;
+                    if !status.success() {
+                        return Err(format!("a compile child ended with {status}"));
+                    }
+                    Ok(lines)
+                })
             })
-            .collect()
-    });
-    Ok(rows)
+            .collect();
+        for r in readers {
+            let lines = r.join().map_err(|_| "a compile reader panicked".to_string())??;
+            outcomes.extend(lines.into_iter().map(|l| (l.id, l.outcome)));
+        }
+        Ok::<(), String>(())
+    })?;
+    mutants
+        .into_iter()
+        .map(|m| {
+            let o = outcomes.remove(&m.id).ok_or_else(|| format!("no compile verdict on {}", m.id))?;
+            Ok(Row::new(m, o, 0.0, triage))
+        })
+        .collect()
 }
 
 /// How a GPU campaign runs.

@@ -57,6 +57,28 @@ pub fn compile(m: &Mutant, k: KernelId, arch: &str, output: nvrtc::Output) -> Re
         .map_err(|e| e.to_string())
 }
 
+/// A mutant's id with its outcome: a `mutant-compile` child's line.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Line {
+    pub id: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// NVRTC's front end on every kernel mutant `id` reaches: compiles or
+/// no-compile (crashed when the id names no mutant).
+pub fn syntax_check(id: &str) -> Line {
+    let outcome = match by_id(id) {
+        Err(detail) => Outcome::Crashed { detail },
+        Ok(m) => m
+            .kernels()
+            .into_iter()
+            .find_map(|k| compile(&m, k, nvrtc::CI_ARCH, nvrtc::Output::SyntaxOnly).err())
+            .map_or(Outcome::Compiles, |log| Outcome::NoCompile { log }),
+    };
+    Line { id: id.into(), outcome }
+}
+
 /// Runs the child: the verdict on mutant `ask.id`.
 pub fn run(ask: &Ask) -> Outcome {
     match hunt(ask) {
