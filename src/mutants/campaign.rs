@@ -80,11 +80,18 @@ pub fn select(sel: &Selection) -> Result<Vec<(Mutant, bool)>, String> {
 /// program at a time in a process, threads would wait on each other). `Err`
 /// when an unmutated kernel does not compile or a child fails.
 pub fn compile_only(mutants: Vec<Mutant>, jobs: usize, triage: &Triage) -> Result<Vec<Row>, String> {
-    for k in op_kernels() {
+    for k in KernelId::ALL {
         let headers: Vec<(&'static str, &str)> = cuda::HEADERS.iter().map(|h| (h.name, h.text)).collect();
         let extra = nvrtc::extra_options()?;
-        nvrtc::compile_with(k.source().name, k.source().text, &headers, nvrtc::CI_ARCH, &extra, nvrtc::Output::SyntaxOnly)
-            .map_err(|e| format!("the unmutated {} does not compile: {e}", k.source().name))?;
+        nvrtc::compile_with(
+            k.source().name,
+            k.source().text,
+            &headers,
+            nvrtc::CI_ARCH,
+            &extra,
+            nvrtc::Output::SyntaxOnly,
+        )
+        .map_err(|e| format!("the unmutated {} does not compile: {e}", k.source().name))?;
     }
     let exe = std::env::current_exe().map_err(|e| format!("bitparity's own path: {e}"))?;
     let jobs = jobs.clamp(1, mutants.len().max(1));
@@ -110,7 +117,10 @@ pub fn compile_only(mutants: Vec<Mutant>, jobs: usize, triage: &Triage) -> Resul
                 s.spawn(move || {
                     let mut lines = Vec::new();
                     for l in BufReader::new(c.stdout.take().expect("piped")).lines().map_while(Result::ok) {
-                        lines.push(serde_json::from_str::<child::Line>(&l).map_err(|e| format!("a compile child said {l:?}: {e}"))?);
+                        lines.push(
+                            serde_json::from_str::<child::Line>(&l)
+                                .map_err(|e| format!("a compile child said {l:?}: {e}"))?,
+                        );
                         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                         if n % 100 == 0 || n == total {
                             eprintln!("compiled {n}/{total} mutants");
@@ -174,7 +184,7 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
     let exe = std::env::current_exe().map_err(|e| format!("bitparity's own path: {e}"))?;
     let dev = cuda::device()?;
     let kernels: Vec<KernelId> =
-        op_kernels().into_iter().filter(|k| mutants.iter().any(|(m, run)| *run && m.kernels().contains(k))).collect();
+        KernelId::ALL.into_iter().filter(|k| mutants.iter().any(|(m, run)| *run && m.kernels().contains(k))).collect();
     let dir = std::env::temp_dir().join(format!("bitparity-mutants-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let result = originals(&kernels, dev.arch(), &dir).and_then(|()| spawn_all(&exe, &dir, mutants, plan, triage));

@@ -6,7 +6,8 @@
 //! source, compares the machine code with the original's (compiled once by
 //! the campaign), loads the mutated code as the kernels' modules, and hunts
 //! each reached op's CUDA subject through the tier B properties
-//! ([`crate::selftest::HUNT`]). It prints [`HUNTING`] on stdout when the
+//! ([`crate::selftest::HUNT`]); a mutant of the exp headers that all of
+//! them pass is then held to the exp check ([`super::expf`]). It prints [`HUNTING`] on stdout when the
 //! compile is done (the campaign's hunt time limit starts then), and its
 //! verdict as the last line, one JSON [`Outcome`].
 
@@ -112,10 +113,12 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
     }
     println!("{HUNTING}");
     let cfg = GenConfig::from_env()?;
-    let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let mut fewest = u64::MAX;
-    for k in changed {
-        let name = k.op().expect("op kernels only");
+    for &k in &changed {
+        // Each op its own time: a header's mutant reaches up to three.
+        let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
+        // The exp check kernel is judged last, by its own check.
+        let Some(name) = k.op() else { continue };
         let op = op_by_name(name).ok_or_else(|| format!("no op {name}"))?;
         match op.hunt_cuda(ask.seed, ask.cases, deadline, &cfg)? {
             Ok((case, property, message)) => {
@@ -124,6 +127,12 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
             }
             Err(n) => fewest = fewest.min(n),
         }
+    }
+    if changed.contains(&KernelId::ExpfCheck) {
+        if let Some((window, message)) = super::expf::check()? {
+            return Ok(Outcome::Killed { op: "exp".into(), property: "exp-check".into(), case: window, message });
+        }
+        fewest = fewest.min(super::expf::windows().len() as u64);
     }
     Ok(Outcome::Survived { cases: fewest })
 }

@@ -10,6 +10,7 @@
 
 pub mod campaign;
 pub mod child;
+pub mod expf;
 pub mod lex;
 pub mod report;
 pub mod rules;
@@ -54,8 +55,8 @@ impl Mutant {
         format!("-{}\n+{}", self.before, self.after)
     }
 
-    /// The op kernels this mutant changes: its file's, or every op kernel
-    /// that includes its header.
+    /// The kernels this mutant changes: its file's, or every kernel that
+    /// includes its header (the exp check's among them).
     pub fn kernels(&self) -> Vec<KernelId> {
         kernels_of(self.file)
     }
@@ -77,9 +78,9 @@ pub fn source(name: &str) -> Option<KernelSource> {
     files().into_iter().find(|f| f.name == name)
 }
 
-/// The op kernels that are `file` or include it.
+/// The kernels that are `file` or include it.
 pub fn kernels_of(file: &str) -> Vec<KernelId> {
-    op_kernels().into_iter().filter(|k| k.source().name == file || k.includes(file)).collect()
+    KernelId::ALL.into_iter().filter(|k| k.source().name == file || k.includes(file)).collect()
 }
 
 /// Every mutant of `file`, in source order.
@@ -155,6 +156,7 @@ mod tests {
     fn headers_reach_the_kernels_that_include_them() {
         let k = kernels_of("common.cuh");
         assert!(k.contains(&KernelId::SeqwiseLoss) && k.contains(&KernelId::Router), "{k:?}");
+        assert!(kernels_of("expf_hard.cuh").contains(&KernelId::ExpfCheck));
         assert_eq!(kernels_of("router.cu"), vec![KernelId::Router]);
         assert!(by_id("nofile.cu:00000000").is_err() && by_id("router.cu").is_err());
     }
