@@ -122,7 +122,7 @@ pub fn compile_only(mutants: Vec<Mutant>, jobs: usize, triage: &Triage) -> Resul
                                 .map_err(|e| format!("a compile child said {l:?}: {e}"))?,
                         );
                         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                        if n % 100 == 0 || n == total {
+                        if n.is_multiple_of(100) || n == total {
                             eprintln!("compiled {n}/{total} mutants");
                         }
                     }

@@ -269,7 +269,7 @@ fn number_edits(tokens: &[Token], i: usize) -> Vec<Edit> {
 
 /// A decimal or hex integer literal: its value, suffix, and base.
 fn parse_int(text: &str) -> Option<(u64, &str, bool)> {
-    let digits_end = text.find(|c: char| matches!(c, 'u' | 'U' | 'l' | 'L')).unwrap_or(text.len());
+    let digits_end = text.find(['u', 'U', 'l', 'L']).unwrap_or(text.len());
     let (digits, suffix) = text.split_at(digits_end);
     if let Some(h) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
         return u64::from_str_radix(h, 16).ok().map(|v| (v, suffix, true));
@@ -379,8 +379,8 @@ fn call_args(tokens: &[Token], open: usize) -> Option<Vec<(usize, usize)>> {
     let mut out = Vec::new();
     let mut depth = 0usize;
     let mut start = open + 1;
-    for j in open + 1..close {
-        match tokens[j].text.as_str() {
+    for (j, t) in tokens.iter().enumerate().take(close).skip(open + 1) {
+        match t.text.as_str() {
             "(" | "[" | "{" => depth += 1,
             ")" | "]" | "}" => depth = depth.saturating_sub(1),
             "," if depth == 0 => {
