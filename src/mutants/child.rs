@@ -120,7 +120,15 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
         // The exp check kernel is judged last, by its own check.
         let Some(name) = k.op() else { continue };
         let op = op_by_name(name).ok_or_else(|| format!("no op {name}"))?;
-        match op.hunt_cuda(ask.seed, ask.cases, deadline, &cfg)? {
+        // A subject that cannot load (a kernel's symbol renamed, a launch
+        // attribute refused) fails every `check` of the op: a kill, by load.
+        let hunt = match op.hunt_cuda(ask.seed, ask.cases, deadline, &cfg) {
+            Ok(h) => h,
+            Err(message) => {
+                return Ok(Outcome::Killed { op: name.into(), property: "subject-load".into(), case: 0, message })
+            }
+        };
+        match hunt {
             Ok((case, property, message)) => {
                 let message = message.lines().next().unwrap_or("").chars().take(400).collect();
                 return Ok(Outcome::Killed { op: name.into(), property: property.name().into(), case, message });

@@ -7,8 +7,8 @@
 //! this sample instead:
 //! - every input of the hard-case table (as compiled into this binary) and
 //!   its neighbours, so that a table entry off by one is caught;
-//! - the inputs around the edges of the range (0, the overflow and
-//!   underflow thresholds, 1, the infinities and NaNs);
+//! - the inputs around the edges of the range (0, 1, +-87, the overflow
+//!   and underflow thresholds, the infinities and NaNs);
 //! - 256 windows spread evenly over all 2^32 bit patterns.
 
 use crate::subject::cuda::expf::ExpfCheckDevice;
@@ -22,9 +22,12 @@ const WINDOW: u32 = 4096;
 /// The (first input's bits, count) windows of the sample.
 pub fn windows() -> Vec<(u32, u32)> {
     let mut w: Vec<(u32, u32)> = hard_inputs().into_iter().map(|x| (x.saturating_sub(8), 17)).collect();
-    // 0, 1, the thresholds where e^x overflows (88.72) and flushes to 0
-    // (-103.97), the ends of the oracle's range, the infinities and NaNs.
-    for edge in [0.0f32, -0.0, 1.0, -1.0, 88.72284, -103.97208, 89.0, -110.0, f32::INFINITY, f32::NEG_INFINITY] {
+    // 0, 1, exp_cr's switch to the reference path (|x| = 87), the
+    // thresholds where e^x overflows (88.72) and flushes to 0 (-103.97), the
+    // ends of the oracle's range, the infinities and NaNs.
+    for edge in
+        [0.0f32, -0.0, 1.0, -1.0, 87.0, -87.0, 88.72284, -103.97208, 89.0, -110.0, f32::INFINITY, f32::NEG_INFINITY]
+    {
         w.push((edge.to_bits().saturating_sub(WINDOW / 2), WINDOW));
     }
     let step = (1u64 << 32) / 256;
