@@ -129,6 +129,9 @@ struct MutantsArgs {
     /// Start no mutant after this many seconds; the rest are not run.
     #[arg(long, value_name = "S")]
     campaign_seconds: Option<f64>,
+    /// Only this mutant (repeatable; ids as --list prints them).
+    #[arg(long)]
+    id: Vec<String>,
     /// At most N mutants per file, spread over the rules (drawn by --seed).
     #[arg(long, value_name = "N")]
     sample: Option<usize>,
@@ -161,6 +164,11 @@ struct MutantsArgs {
     /// The triage of survivors (default: the kernels/mutants.toml built in).
     #[arg(long, value_name = "PATH")]
     triage: Option<PathBuf>,
+    /// No run: combine these earlier --json reports (repeatable; a later
+    /// one's outcome of a mutant replaces an earlier one's) and judge them
+    /// again with the triage.
+    #[arg(long, value_name = "JSON", conflicts_with = "compile_only")]
+    from: Vec<PathBuf>,
 }
 
 // One Command is parsed per process: the size of its largest variant costs
@@ -762,8 +770,8 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
     if !stale.is_empty() {
         eprintln!("warning: the triage names mutants these sources no longer have: {}", stale.join(", "));
     }
-    let whole = a.op.is_empty() && a.kernel.is_empty() && a.sample.is_none();
-    let sel = campaign::Selection { ops: a.op, files: a.kernel, sample: a.sample, seed };
+    let whole = a.op.is_empty() && a.kernel.is_empty() && a.id.is_empty() && a.sample.is_none();
+    let sel = campaign::Selection { ops: a.op, files: a.kernel, ids: a.id, sample: a.sample, seed };
     let chosen = campaign::select(&sel)?;
     if a.list {
         for (m, run) in &chosen {
@@ -782,7 +790,21 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
     }
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let header;
-    let rows = if a.compile_only {
+    let rows = if !a.from.is_empty() {
+        let mut texts = Vec::new();
+        for p in &a.from {
+            let bytes = read_capped(p, 256 << 20)?;
+            let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", p.display()))?;
+            texts.push((p.display().to_string(), text));
+        }
+        let (rows, stale) = mreport::from_runs(chosen.into_iter().map(|(m, _)| m).collect(), &texts, &triage)?;
+        if !stale.is_empty() {
+            eprintln!("warning: the reports name mutants these sources no longer have: {}", stale.join(", "));
+        }
+        let names: Vec<String> = a.from.iter().map(|p| p.display().to_string()).collect();
+        header = format!("combined from {}; triage of this binary", names.join(", "));
+        rows
+    } else if a.compile_only {
         let mutants: Vec<_> = chosen.into_iter().filter(|(_, run)| *run).map(|(m, _)| m).collect();
         eprintln!("compiling {} mutants with NVRTC's front end on {jobs} threads...", mutants.len());
         header =

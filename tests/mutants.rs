@@ -48,6 +48,15 @@ fn a_sample_keeps_n_per_file_over_the_rules() {
 }
 
 #[test]
+fn an_id_selects_one_mutant() {
+    let (all, _) = text(&bitparity(&["mutants", "--list", "--kernel", "common.cuh"]));
+    let id = all.lines().nth(3 * 5).unwrap().split(' ').next().unwrap().to_string();
+    let (out, _) = text(&bitparity(&["mutants", "--list", "--id", &id]));
+    assert_eq!(out.lines().filter(|l| !l.starts_with(' ')).count(), 1);
+    assert!(out.starts_with(&id), "{out}");
+}
+
+#[test]
 fn an_op_selects_its_kernel_and_the_headers_it_includes() {
     let (out, _) = text(&bitparity(&["mutants", "--list", "--op", "shared_expert"]));
     let files: std::collections::BTreeSet<&str> =
@@ -60,6 +69,7 @@ fn bad_arguments_are_usage_errors() {
     for (args, want) in [
         (&["mutants", "--list", "--kernel", "nope.cu"][..], "not a mutated file"),
         (&["mutants", "--list", "--op", "nope"][..], "no op with a CUDA kernel"),
+        (&["mutants", "--list", "--id", "router.cu:00000000"][..], "no such mutant"),
         (&["mutants", "--seconds=-1"][..], "--seconds must be a positive"),
         (&["mutants", "--seconds", "nan"][..], "--seconds must be a positive"),
         (&["mutants", "--triage", "/nonexistent/triage.toml"][..], "triage.toml"),

@@ -25,6 +25,8 @@ pub struct Selection {
     pub ops: Vec<String>,
     /// Only mutants of these files (empty: every file).
     pub files: Vec<String>,
+    /// Only these mutants (empty: every one).
+    pub ids: Vec<String>,
     /// At most this many per file, spread over the rules (a sample drawn
     /// by `seed`); the rest are reported not run.
     pub sample: Option<usize>,
@@ -44,8 +46,15 @@ pub fn select(sel: &Selection) -> Result<Vec<(Mutant, bool)>, String> {
         let k = op_kernels().into_iter().find(|k| k.op() == Some(o.as_str()));
         kernels.push(k.ok_or_else(|| format!("--op {o:?}: no op with a CUDA kernel of that name"))?);
     }
-    let chosen: Vec<Mutant> = all()
+    let every = all();
+    for id in &sel.ids {
+        if !every.iter().any(|m| &m.id == id) {
+            return Err(format!("--id {id:?}: no such mutant in these sources (bitparity mutants --list)"));
+        }
+    }
+    let chosen: Vec<Mutant> = every
         .into_iter()
+        .filter(|m| sel.ids.is_empty() || sel.ids.contains(&m.id))
         .filter(|m| sel.files.is_empty() || sel.files.iter().any(|f| f == m.file))
         .filter(|m| kernels.is_empty() || m.kernels().iter().any(|k| kernels.contains(k)))
         .collect();

@@ -314,6 +314,45 @@ pub fn html(rows: &[Row], header: &str) -> String {
     h
 }
 
+/// The rows of earlier runs' JSON reports (`texts`: name and content, in
+/// order: a later run's outcome of a mutant replaces an earlier one's),
+/// for `mutants` (the others of a report are ignored), judged again with
+/// `triage`: runs combined and survivors re-triaged without the GPU.
+/// Returns the rows and the ids the reports hold that these sources no
+/// longer have.
+pub fn from_runs(
+    mutants: Vec<Mutant>,
+    texts: &[(String, String)],
+    triage: &Triage,
+) -> Result<(Vec<Row>, Vec<String>), String> {
+    #[derive(Deserialize)]
+    struct Run {
+        mutants: Vec<serde_json::Value>,
+    }
+    let mut latest: BTreeMap<String, (Outcome, f64)> = BTreeMap::new();
+    for (name, text) in texts {
+        let run: Run = serde_json::from_str(text).map_err(|e| format!("{name}: not a mutants report: {e}"))?;
+        for v in run.mutants {
+            let id = v.get("id").and_then(|i| i.as_str()).ok_or_else(|| format!("{name}: a row without an id"))?;
+            let outcome = Outcome::deserialize(&v).map_err(|e| format!("{name}: {id}: {e}"))?;
+            let seconds = v.get("seconds").and_then(|s| s.as_f64()).unwrap_or(0.0);
+            if outcome != Outcome::NotRun {
+                latest.insert(id.to_string(), (outcome, seconds));
+            }
+        }
+    }
+    let known: std::collections::HashSet<String> = super::all().into_iter().map(|m| m.id).collect();
+    let stale = latest.keys().filter(|k| !known.contains(*k)).cloned().collect();
+    let rows = mutants
+        .into_iter()
+        .map(|m| {
+            let (o, s) = latest.remove(&m.id).unwrap_or((Outcome::NotRun, 0.0));
+            Row::new(m, o, s, triage)
+        })
+        .collect();
+    Ok((rows, stale))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,6 +395,38 @@ mod tests {
         let t = Triage::parse(&format!("[[equivalent]]\nid='{}'\nreason='r'\n", ms[0].id), "t").unwrap();
         let r = row(0, Outcome::Killed { op: "o".into(), property: "p".into(), case: 0, message: "m".into() }, &t);
         assert!(!r.equivalent && r.triage.unwrap().contains("wrong"));
+    }
+
+    #[test]
+    fn runs_combine_the_latest_outcome_wins_and_the_triage_applies_again() {
+        let ms = super::super::mutants_of(super::super::files()[0]);
+        let killed = Outcome::Killed { op: "o".into(), property: "p".into(), case: 2, message: "m".into() };
+        let first = vec![
+            Row::new(ms[0].clone(), Outcome::Survived { cases: 9 }, 1.0, &Triage::default()),
+            Row::new(ms[1].clone(), Outcome::Survived { cases: 9 }, 1.0, &Triage::default()),
+        ];
+        let second = vec![
+            Row::new(ms[0].clone(), killed.clone(), 2.0, &Triage::default()),
+            Row::new(ms[1].clone(), Outcome::NotRun, 0.0, &Triage::default()),
+        ];
+        let json = |rows: &[Row]| serde_json::json!({ "header": "h", "mutants": rows }).to_string();
+        let mut stale_run: serde_json::Value = serde_json::from_str(&json(&first[..1])).unwrap();
+        stale_run["mutants"][0]["id"] = "gone.cu:12345678".into();
+        let texts = vec![
+            ("a".to_string(), json(&first)),
+            ("b".to_string(), json(&second)),
+            ("c".to_string(), stale_run.to_string()),
+        ];
+        let t = Triage::parse(&format!("[[equivalent]]\nid='{}'\nreason='r'\n", ms[1].id), "t").unwrap();
+        let (rows, stale) = from_runs(ms[..3].to_vec(), &texts, &t).unwrap();
+        assert_eq!(rows[0].outcome, killed);
+        // Not run in b: a's survival stands, and the triage now calls it
+        // equivalent.
+        assert_eq!(rows[1].outcome, Outcome::Survived { cases: 9 });
+        assert!(rows[1].equivalent);
+        assert_eq!(rows[2].outcome, Outcome::NotRun);
+        assert_eq!(stale, vec!["gone.cu:12345678".to_string()]);
+        assert!(from_runs(ms, &[("x".into(), "{}".into())], &t).is_err());
     }
 
     #[test]
