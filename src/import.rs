@@ -68,6 +68,7 @@ pub fn import<O: Harness>(
             case_index: None,
             seed: None,
             note_prefix: format!("fuzz {}: ", target(dir)),
+            stop: None,
         },
         &subjects,
         &policy,

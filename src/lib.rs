@@ -21,6 +21,7 @@ pub mod import;
 pub mod knobs;
 pub mod merge;
 pub mod model;
+pub mod mutants;
 pub mod planted;
 pub mod props;
 pub mod report;

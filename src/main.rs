@@ -105,6 +105,72 @@ struct CheckArgs {
     config: Option<PathBuf>,
 }
 
+/// `bitparity mutants`' arguments.
+#[derive(clap::Args)]
+struct MutantsArgs {
+    /// Only mutants reaching this op's kernel (repeatable).
+    #[arg(long)]
+    op: Vec<String>,
+    /// Only mutants of this file of kernels/ (`router.cu`, `common.cuh`;
+    /// repeatable).
+    #[arg(long, value_name = "FILE")]
+    kernel: Vec<String>,
+    /// Cases each mutant is hunted with, per op it reaches.
+    #[arg(long, default_value = "1000", value_name = "N")]
+    budget_cases: u64,
+    /// Seconds each mutant is hunted for at most (with --budget-cases,
+    /// whichever ends first).
+    #[arg(long, value_name = "S")]
+    seconds: Option<f64>,
+    /// A child still hunting this many seconds after its compile is
+    /// counted timed out and killed (default: --seconds + 60, else 300).
+    #[arg(long, value_name = "S")]
+    timeout: Option<f64>,
+    /// Start no mutant after this many seconds; the rest are not run.
+    #[arg(long, value_name = "S")]
+    campaign_seconds: Option<f64>,
+    /// Only this mutant (repeatable; ids as --list prints them).
+    #[arg(long)]
+    id: Vec<String>,
+    /// At most N mutants per file, spread over the rules (drawn by --seed).
+    #[arg(long, value_name = "N")]
+    sample: Option<usize>,
+    /// Children at a time (default: the CPU cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// GPUs the children run on, round-robin: `all`, or ordinals like `0,1`
+    /// (default: $BITPARITY_CUDA_DEVICE, else 0).
+    #[arg(long, value_name = "all|0,1,..")]
+    devices: Option<String>,
+    /// Seed of the cases (and of --sample).
+    #[arg(long, default_value = "1")]
+    seed: String,
+    /// Only list the mutants (id, line, rule, diff).
+    #[arg(long)]
+    list: bool,
+    /// No GPU: run NVRTC's front end on every mutant (the CI check); exit 1
+    /// when a rule yields no mutant or none of a rule's mutants compiles.
+    #[arg(long)]
+    compile_only: bool,
+    /// Write the kill matrix as JSON here (`-`: stdout).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the kill matrix as Markdown here.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Write the kill matrix as one HTML page here.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// The triage of survivors (default: the kernels/mutants.toml built in).
+    #[arg(long, value_name = "PATH")]
+    triage: Option<PathBuf>,
+    /// No run: combine these earlier --json reports (repeatable; a later
+    /// one's outcome of a mutant replaces an earlier one's) and judge them
+    /// again with the triage.
+    #[arg(long, value_name = "JSON", conflicts_with = "compile_only")]
+    from: Vec<PathBuf>,
+}
+
 // One Command is parsed per process: the size of its largest variant costs
 // nothing worth boxing for.
 #[allow(clippy::large_enum_variant)]
@@ -159,6 +225,28 @@ enum Command {
         #[arg(long)]
         html: Option<PathBuf>,
     },
+    /// Mutate the ops' CUDA kernels by rule and report which mutants the
+    /// properties kill (docs/mutants.md).
+    Mutants(MutantsArgs),
+    /// One mutant in its own process (run by `bitparity mutants`).
+    #[command(hide = true)]
+    MutantChild {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        seed: String,
+        #[arg(long)]
+        cases: u64,
+        #[arg(long)]
+        seconds: Option<f64>,
+        #[arg(long)]
+        originals: PathBuf,
+    },
+    /// NVRTC's front end on these mutants, a JSON line each (run by
+    /// `bitparity mutants --compile-only`: NVRTC compiles one program at a
+    /// time per process).
+    #[command(hide = true)]
+    MutantCompile { ids: Vec<String> },
     /// Turn a fuzz artifact into a shrunk corpus entry (docs/fuzzing.md).
     Import {
         /// The raw input libFuzzer saved (fuzz/artifacts/<target>/crash-...).
@@ -193,6 +281,22 @@ fn main() -> ExitCode {
         Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
         Command::Merge { summaries, json, markdown, html } => cmd_merge(&summaries, json, markdown, html),
+        Command::Mutants(args) => cmd_mutants(args),
+        Command::MutantChild { id, seed, cases, seconds, originals } => {
+            knobs::parse_seed(&seed).map_err(|e| format!("--seed: {e}")).map(|seed| {
+                let ask = bitparity::mutants::child::Ask { id: &id, seed, cases, seconds, originals: &originals };
+                let outcome = bitparity::mutants::child::run(&ask);
+                emit(&format!("{}\n", serde_json::to_string(&outcome).unwrap_or_default()));
+                0
+            })
+        }
+        Command::MutantCompile { ids } => {
+            for id in ids {
+                let line = bitparity::mutants::child::syntax_check(&id);
+                emit(&format!("{}\n", serde_json::to_string(&line).unwrap_or_default()));
+            }
+            Ok(0)
+        }
     };
     // External subjects' children end with bitparity: none is left running
     // (a hung one would sleep on) and every one is reaped.
@@ -638,6 +742,149 @@ fn cmd_selftest(op: Option<&str>, json: Option<PathBuf>, seed: &str) -> Outcome 
         return Ok(Verdict::NothingJudged.exit_code());
     }
     Ok(if reports.iter().all(|r| r.caught) { 0 } else { 1 })
+}
+
+fn cmd_mutants(a: MutantsArgs) -> Outcome {
+    use bitparity::mutants::{campaign, report as mreport, triage::Triage, Rule};
+    let seed = knobs::parse_seed(&a.seed).map_err(|e| format!("--seed: {e}"))?;
+    let positive = |x: Option<f64>, what: &str| match x {
+        Some(s) if s.is_nan() || s <= 0.0 || s > 1e9 => Err(format!("{what} must be a positive number of seconds")),
+        s => Ok(s),
+    };
+    let seconds = positive(a.seconds, "--seconds")?;
+    let timeout = positive(a.timeout, "--timeout")?.unwrap_or(seconds.map_or(300.0, |s| s + 60.0));
+    let campaign_seconds = positive(a.campaign_seconds, "--campaign-seconds")?;
+    for p in [&a.json, &a.markdown, &a.html].into_iter().flatten() {
+        check_writable(p)?;
+    }
+    let triage = match &a.triage {
+        None => Triage::parse(bitparity::mutants::triage::EMBEDDED, "kernels/mutants.toml")?,
+        Some(p) => {
+            let text = read_capped(p, 1 << 20)?;
+            let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8", p.display()))?;
+            Triage::parse(&text, &p.display().to_string())?
+        }
+    };
+    let ids: std::collections::HashSet<String> = bitparity::mutants::all().into_iter().map(|m| m.id).collect();
+    let stale = triage.stale(&ids.iter().map(String::as_str).collect());
+    if !stale.is_empty() {
+        eprintln!("warning: the triage names mutants these sources no longer have: {}", stale.join(", "));
+    }
+    let whole = a.op.is_empty() && a.kernel.is_empty() && a.id.is_empty() && a.sample.is_none();
+    let sel = campaign::Selection { ops: a.op, files: a.kernel, ids: a.id, sample: a.sample, seed };
+    let chosen = campaign::select(&sel)?;
+    if a.list {
+        for (m, run) in &chosen {
+            emit(&format!(
+                "{}{} line {} {}\n    -{}\n    +{}\n",
+                m.id,
+                if *run { "" } else { " (sampled out)" },
+                m.line,
+                m.rule.name(),
+                m.before,
+                m.after
+            ));
+        }
+        eprintln!("{} mutants", chosen.len());
+        return Ok(0);
+    }
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    let header;
+    let rows = if !a.from.is_empty() {
+        let mut texts = Vec::new();
+        for p in &a.from {
+            let bytes = read_capped(p, 256 << 20)?;
+            let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", p.display()))?;
+            texts.push((p.display().to_string(), text));
+        }
+        let (rows, stale) = mreport::from_runs(chosen.into_iter().map(|(m, _)| m).collect(), &texts, &triage)?;
+        if !stale.is_empty() {
+            eprintln!("warning: the reports name mutants these sources no longer have: {}", stale.join(", "));
+        }
+        let names: Vec<String> = a.from.iter().map(|p| p.display().to_string()).collect();
+        header = format!("combined from {}; triage of this binary", names.join(", "));
+        rows
+    } else if a.compile_only {
+        let mutants: Vec<_> = chosen.into_iter().filter(|(_, run)| *run).map(|(m, _)| m).collect();
+        eprintln!("compiling {} mutants with NVRTC's front end on {jobs} threads...", mutants.len());
+        header =
+            format!("{} mutants, NVRTC front end only ({})", mutants.len(), bitparity::subject::cuda::nvrtc::CI_ARCH);
+        campaign::compile_only(mutants, jobs, &triage)?
+    } else {
+        let devices = match &a.devices {
+            Some(spec) => devices::parse(spec, bitparity::subject::cuda::device::device_count)?,
+            None => vec![knobs::get_or(knobs::CUDA_DEVICE, 0)?],
+        };
+        let plan = campaign::Plan {
+            seed,
+            cases: a.budget_cases,
+            seconds,
+            hunt_limit: Duration::from_secs_f64(timeout),
+            compile_limit: Duration::from_secs(900),
+            campaign_limit: campaign_seconds.map(Duration::from_secs_f64),
+            jobs,
+            devices,
+        };
+        let run = chosen.iter().filter(|(_, r)| *r).count();
+        eprintln!(
+            "{run} mutants, {jobs} at a time on GPUs {:?}, {} cases each (seed {seed})...",
+            plan.devices, plan.cases
+        );
+        header = format!(
+            "{run} mutants run, seed {seed}, {} cases{} per op, bitparity {}",
+            plan.cases,
+            seconds.map_or(String::new(), |s| format!(" or {s} s")),
+            env!("CARGO_PKG_VERSION")
+        );
+        campaign::run(chosen, &plan, &triage)?
+    };
+    let scores = mreport::scores(&rows);
+    let table = mreport::table(&scores);
+    if a.json.as_deref() == Some(Path::new("-")) {
+        eprint!("{table}");
+    } else {
+        emit(&table);
+    }
+    for r in mreport::survivors(&rows) {
+        eprintln!(
+            "{} {}: {} line {} {}\n    -{}\n    +{}",
+            r.outcome.label(),
+            r.mutant.id,
+            r.mutant.file,
+            r.mutant.line,
+            r.mutant.rule.name(),
+            r.mutant.before,
+            r.mutant.after
+        );
+    }
+    if let Some(p) = &a.json {
+        let v = serde_json::json!({ "header": header, "scores": scores, "mutants": rows });
+        write_output(p, &(serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n"))?;
+    }
+    if let Some(p) = &a.markdown {
+        write_report(p, mreport::markdown(&rows, &header).as_bytes())?;
+    }
+    if let Some(p) = &a.html {
+        write_report(p, mreport::html(&rows, &header).as_bytes())?;
+    }
+    if a.compile_only {
+        // A rule that yields no mutant, or only mutants that do not compile,
+        // is broken.
+        let mut bad = Vec::new();
+        for rule in Rule::ALL {
+            let of: Vec<_> = rows.iter().filter(|r| r.mutant.rule == rule).collect();
+            let compiling = of.iter().filter(|r| r.outcome == mreport::Outcome::Compiles).count();
+            if compiling == 0 {
+                bad.push(format!("{} ({} mutants, none compiles)", rule.name(), of.len()));
+            }
+        }
+        if !bad.is_empty() && whole {
+            eprintln!("broken rules: {}", bad.join(", "));
+            return Ok(1);
+        }
+        return Ok(0);
+    }
+    Ok(if scores.iter().any(|s| s.score.is_some()) { 0 } else { Verdict::NothingJudged.exit_code() })
 }
 
 fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, corpus_root: &Path) -> Outcome {

@@ -7,6 +7,7 @@ use crate::harness::{case_at, Harness, Planted};
 use crate::props::{applies, judge, Property, References};
 use crate::runner::shape;
 use crate::shrink::shrink;
+use crate::subject::Subject;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -56,18 +57,39 @@ pub struct BugReport {
     pub hunts: Vec<Hunt>,
 }
 
-/// The first property of [`HUNT`] that `bug` fails on `case`.
-fn failing<O: Harness>(bug: &Planted<O>, case: &O::Case) -> Option<Property> {
-    let s = bug.subject.as_ref();
-    HUNT.into_iter().find(|&p| applies(p, s).is_ok() && judge(p, s, case, &mut References::default()).failure.is_some())
+/// The first property of [`HUNT`] that `s` fails on `case`, with its message.
+fn failing<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Option<(Property, String)> {
+    HUNT.into_iter()
+        .filter(|&p| applies(p, s).is_ok())
+        .find_map(|p| judge(p, s, case, &mut References::default()).failure.map(|m| (p, m)))
+}
+
+/// The first case of seed `seed` (of at most `max_cases`, generated before
+/// `deadline`) that subject `s` fails, as (index, property, message); `Err`
+/// holds the number of cases tried when none failed.
+pub fn first_failure<O: Harness>(
+    s: &dyn Subject<O>,
+    seed: u64,
+    max_cases: u64,
+    deadline: Option<std::time::Instant>,
+    cfg: &GenConfig,
+) -> Result<(u64, Property, String), u64> {
+    for i in 0..max_cases {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(i);
+        }
+        if let Some((p, m)) = failing(s, &case_at::<O>(seed, i, cfg)) {
+            return Ok((i, p, m));
+        }
+    }
+    Err(max_cases)
 }
 
 /// Hunts `bug` from one seed: the first failing case, the property that
 /// caught it, and the smallest shrunk counterexample found near it.
 pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
-    let Some((first, property)) =
-        (0..MAX_CASES).find_map(|i| failing(bug, &case_at::<O>(seed, i, cfg)).map(|p| (i, p)))
-    else {
+    let s = bug.subject.as_ref();
+    let Ok((first, property, _)) = first_failure(s, seed, MAX_CASES, None, cfg) else {
         return Hunt { seed, cases: None, property: None, shrunk: None, shrunk_size: None, message: None };
     };
     // Shrinking only removes and simplifies, so it can stop in a local
@@ -76,11 +98,10 @@ pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
     let mut candidates: Vec<(O::Case, Property)> = (first..first + SMALLER_WITHIN)
         .filter_map(|i| {
             let c = case_at::<O>(seed, i, cfg);
-            failing(bug, &c).map(|p| (c, p))
+            failing(s, &c).map(|(p, _)| (c, p))
         })
         .collect();
     candidates.sort_by_key(|(c, _)| O::size(c));
-    let s = bug.subject.as_ref();
     let mut best: Option<(O::Case, Property)> = None;
     for (case, p) in candidates.into_iter().take(8) {
         let fails = |c: &O::Case| judge(p, s, c, &mut References::default()).failure.is_some();

@@ -5,6 +5,7 @@
 //! providers are each a failure, shrunk and saved, within a bounded time,
 //! with no child left behind; `bitparity.toml` is strict.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -360,6 +361,57 @@ fn sigint_ends_a_run_cleanly_and_leaves_no_child() {
     assert!(!text(&out).contains("crashed"), "the child must not see the SIGINT: {}", text(&out));
     let left = alive_with(&marker);
     assert!(left.is_empty(), "children left behind: {left:?}");
+}
+
+/// SIGINT while a slow subject's failure is being shrunk: the shrink stops
+/// at the smallest failing case so far, which is saved and reported, and
+/// the run ends at once with the table (it waited out the whole shrink, for
+/// minutes, with a PyTorch provider on the H200).
+#[test]
+fn sigint_cuts_a_slow_shrink_short_and_saves_what_it_has() {
+    let dir = std::env::temp_dir().join(format!("bp-exec-sigint-shrink-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut child = bitparity()
+        .args(["check", "--op", "seqwise_loss", "--property", "offset-stride", "--cases", "100000", "--seed", "3"])
+        .args(["--quiet", "--corpus"])
+        .arg(&dir)
+        .arg("--subject")
+        .arg(format!("exec:{} --bug ignore-offset --slow 0.5", provider("pure_seqwise_loss.py")))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read stderr until the shrink starts.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let start = Instant::now();
+    while !seen.contains("shrinking") && start.elapsed() < Duration::from_secs(60) {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    assert!(seen.contains("shrinking"), "{seen}");
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let limit = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(limit.elapsed() < Duration::from_secs(15), "still shrinking 15 s after SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut rest = String::new();
+    let _ = err.read_to_string(&mut rest);
+    let out = child.wait_with_output().unwrap();
+    let all = format!("{seen}{rest}{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(status.code(), Some(1), "{all}");
+    assert!(all.contains("FAILED seqwise_loss / offset-stride"), "{all}");
+    let saved = std::fs::read_dir(dir.join("seqwise_loss")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(saved, 1, "{all}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The numpy backend (as_strided views on the poisoned buffer) through a

@@ -38,6 +38,10 @@ pub enum Class {
     KOne,
     /// UnbiasedTopK with k = E.
     KAll,
+    /// UnbiasedTopK with 8 < k < E: past the small k a top-k kernel keeps in
+    /// registers, short of taking the whole row (the mutants of the GPU
+    /// kernel's radix selection, used above k = 16, lived without it).
+    KMid,
     /// Element offset 1, 2 or 3.
     Offset,
     /// Row stride > E.
@@ -80,7 +84,7 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 28] = [
+    pub const ALL: [Class; 29] = [
         Class::TinyT,
         Class::TEdge,
         Class::OddE,
@@ -88,6 +92,7 @@ impl Class {
         Class::EUnaligned,
         Class::KOne,
         Class::KAll,
+        Class::KMid,
         Class::Offset,
         Class::RowStride,
         Class::Signed,
@@ -276,9 +281,13 @@ fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, e: usize, k: usize)
 /// through proptest's pass-through RNG).
 pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SeqwiseCase {
     let (t, e) = generate_shape(rng, cfg);
-    let k = match rng.random_range(0..6) {
+    // Small k, k = E, any k, and k around the sizes where top-k kernels
+    // change algorithm (a warp's lanes, a register budget).
+    let k = match rng.random_range(0..8) {
         0 => 1,
         1 => e,
+        2 => rng.random_range(1..=e),
+        3 => pick(rng, &[9, 15, 16, 17, 31, 32, 33, e / 2, e.saturating_sub(1)]).clamp(1, e),
         _ => pick(rng, &[1, 2, 6, 8]).min(e),
     };
     let provided = rng.random_bool(0.5);
@@ -367,6 +376,7 @@ pub fn classify(case: &SeqwiseCase) -> BTreeSet<Class> {
             add(true, Class::UnbiasedTopK);
             add(*k == 1, Class::KOne);
             add(*k == e, Class::KAll);
+            add(8 < *k && *k < e, Class::KMid);
             Some(*k)
         }
     };

@@ -97,10 +97,14 @@ pub enum Class {
     GZero,
     /// Every input finite, some intermediate or output infinite or NaN.
     Overflow,
+    /// H > 16 or F > 64, T = 1: a GEMM over several K steps (16) or several
+    /// column tiles (64) of the GPU kernels' tiling (their tile-loading
+    /// mutants lived while H and F stayed within 16).
+    TileSpan,
 }
 
 impl Class {
-    pub const ALL: [Class; 24] = [
+    pub const ALL: [Class; 25] = [
         Class::TOne,
         Class::TTwoThree,
         Class::TOdd,
@@ -125,6 +129,7 @@ impl Class {
         Class::DsiluCancels,
         Class::GZero,
         Class::Overflow,
+        Class::TileSpan,
     ];
 }
 
@@ -134,6 +139,10 @@ impl fmt::Display for Class {
         f.write_str(s.as_deref().unwrap_or("?"))
     }
 }
+
+/// (H, F) of the tile-span class: past one K step (16) of H, past one
+/// column tile (64) of F, or both.
+const TILE_SPANS: [(usize, usize); 6] = [(17, 65), (33, 66), (20, 100), (48, 40), (17, 120), (65, 17)];
 
 /// The tile sizes whose edges (n-1, n, n+1) T visits.
 const TILES: [usize; 4] = [16, 32, 64, 128];
@@ -192,6 +201,13 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, many_units: boo
     let max_t = cfg.max_t.max(1);
     let budget = cfg.max_te.max(1);
     let max_w = cfg.max_e.clamp(1, MAX_WIDTH);
+    if !many_units && rng.random_range(0..16) == 0 {
+        // One token, H x F <= 2178 (the MPFR oracle's cost is T H F).
+        let (h, f) = pick(rng, &TILE_SPANS);
+        let h = h.min(cfg.max_e.max(1)).min(budget);
+        let f = f.min(cfg.max_e.max(1)).min((budget / h).max(1));
+        return (1, h, f);
+    }
     let t = match rng.random_range(0..10) {
         _ if many_units => rng.random_range(4..=8),
         0..=3 => rng.random_range(1..=3),
@@ -498,6 +514,7 @@ pub fn classify(case: &SharedExpertCase) -> BTreeSet<Class> {
         }
     };
     add(t == 1, Class::TOne);
+    add(h > 16 || f > 64, Class::TileSpan);
     add(t == 2 || t == 3, Class::TTwoThree);
     add(t >= 5 && t % 2 == 1, Class::TOdd);
     add(tile_edges().contains(&t), Class::TEdge);
@@ -768,7 +785,8 @@ mod tests {
             let c = generate(&mut rng, &cfg);
             assert_eq!(c.validate(), Ok(()), "{c:?}");
             assert!(all_bf16(&c));
-            assert!(c.h <= MAX_WIDTH && c.f <= MAX_WIDTH && c.t <= 129, "{} {} {}", c.t, c.h, c.f);
+            let span = c.t == 1 && TILE_SPANS.contains(&(c.h, c.f));
+            assert!(span || (c.h <= MAX_WIDTH && c.f <= MAX_WIDTH && c.t <= 129), "{} {} {}", c.t, c.h, c.f);
             assert!(c.t <= 8 || c.h.max(c.f) <= MAX_WIDTH_LONG, "{} {} {}", c.t, c.h, c.f);
             assert!(c.t * c.h * c.f <= cfg.max_te);
         }

@@ -50,6 +50,16 @@ pub trait DynOp: Send + Sync {
     /// Hunts every planted bug of this op.
     fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport>;
     fn planted_count(&self) -> usize;
+    /// The first case of seed `seed` this op's CUDA subject fails (a mutants
+    /// child hunts its mutant so): `Ok(Err(n))` when none of `n` cases did;
+    /// `Err` when the subject cannot run.
+    fn hunt_cuda(
+        &self,
+        seed: u64,
+        max_cases: u64,
+        deadline: Option<std::time::Instant>,
+        cfg: &crate::gen::GenConfig,
+    ) -> Result<Result<(u64, crate::props::Property, String), u64>, String>;
     /// The op's adversarial classes, in the order its reports list them.
     fn class_names(&self) -> Vec<String>;
     /// The body of this op's fuzz target in direction `dir`.
@@ -150,6 +160,16 @@ impl<O: Harness> DynOp for Registered<O> {
     }
     fn planted_count(&self) -> usize {
         O::planted().len()
+    }
+    fn hunt_cuda(
+        &self,
+        seed: u64,
+        max_cases: u64,
+        deadline: Option<std::time::Instant>,
+        cfg: &crate::gen::GenConfig,
+    ) -> Result<Result<(u64, crate::props::Property, String), u64>, String> {
+        let s = O::device()?;
+        Ok(selftest::first_failure(s.as_ref(), seed, max_cases, deadline, cfg))
     }
     fn class_names(&self) -> Vec<String> {
         O::classes().iter().map(|c| c.to_string()).collect()

@@ -417,6 +417,10 @@ pub struct Found<'a, O: Harness> {
     pub seed: Option<u64>,
     /// Prefix of the stored note (`fuzz loss_bwd: `).
     pub note_prefix: String,
+    /// Once set (SIGINT), shrinking stops at the smallest failing case so
+    /// far, which is saved and reported: an interrupted run ends in seconds
+    /// even when a shrink of a slow subject is in flight.
+    pub stop: Option<&'a AtomicBool>,
 }
 
 /// Shrinks a failure against its own property and subject, saves it as the
@@ -427,7 +431,7 @@ pub fn record_failure<O: Harness>(
     policy: &SavePolicy,
     budget: usize,
 ) -> FailureRecord {
-    let Found { property, subject, profile, case, case_index, seed, note_prefix } = found;
+    let Found { property, subject, profile, case, case_index, seed, note_prefix, stop } = found;
     // After a kernel fault every CUDA call of the process fails: shrinking
     // would "succeed" down to the smallest case. The case is kept as found.
     let (shrunk, message) = match crate::subject::cuda::device::lost() {
@@ -440,7 +444,9 @@ pub fn record_failure<O: Harness>(
             ),
         ),
         None => {
-            let shrunk = shrink::<O>(case, |c| failure_of::<O>(property, subject, c, subjects).is_some(), budget);
+            let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
+            let shrunk =
+                shrink::<O>(case, |c| !stopped() && failure_of::<O>(property, subject, c, subjects).is_some(), budget);
             let message =
                 failure_of::<O>(property, subject, &shrunk, subjects).unwrap_or_else(|| "(no longer fails)".into());
             (shrunk, message)
@@ -643,6 +649,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                 case_index: Some(index),
                 seed: Some(plan.seed),
                 note_prefix: String::new(),
+                stop: Some(&plan.interrupt),
             },
             subjects,
             &plan.save,

@@ -12,6 +12,7 @@ bits (tests/exec.rs).
 import math
 import struct
 import sys
+import time
 
 import _path  # noqa: F401
 import bitparity
@@ -34,6 +35,9 @@ UNAVAILABLE_ODD = "--unavailable-odd" in sys.argv
 # one computed (a subject that claims the wrong rule must fail).
 MASK = "--mask" in sys.argv
 CLAIM = sys.argv[sys.argv.index("--claim") + 1] if "--claim" in sys.argv else ("mask" if MASK else "skip")
+# `--slow S` sleeps S seconds in each forward (a slow subject: shrinking one
+# of its failures takes minutes, and SIGINT must not wait for it).
+SLOW = float(sys.argv[sys.argv.index("--slow") + 1]) if "--slow" in sys.argv else 0.0
 
 
 def r(x):
@@ -111,6 +115,8 @@ def denominator(case, row):
 
 
 def forward(case):
+    if SLOW:
+        time.sleep(SLOW)
     all_rows = rows(case)
     counts = counts_of(case, all_rows)
     freq = frequencies(counts)

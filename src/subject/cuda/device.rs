@@ -160,6 +160,25 @@ impl Device {
             .clone()
     }
 
+    /// Loads machine code compiled elsewhere as the module of `id` (a
+    /// mutants child compiles first, to compare the code with the
+    /// original's); an error when `id` was loaded already.
+    pub fn load_compiled(&self, id: KernelId, cubin: Vec<u8>) -> Result<(), String> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if modules.contains_key(&id) {
+            return Err(format!("{} is loaded already", id.source().name));
+        }
+        let module = guarded(|| self.ctx.load_module(Ptx::from_binary(cubin)))?
+            .map_err(|e| format!("loading {} for {}: {e}", id.source().name, self.arch));
+        modules.insert(id, module.clone());
+        module.map(|_| ())
+    }
+
+    /// The architecture the kernels are compiled for (`sm_90`).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
     /// A kernel of module `id`.
     pub fn function(&self, id: KernelId, name: &str) -> Result<CudaFunction, String> {
         self.module(id)?.load_function(name).map_err(|e| format!("kernel {name}: {e}"))

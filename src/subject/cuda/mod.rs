@@ -63,6 +63,26 @@ impl KernelId {
             }
         }
     }
+
+    /// The op whose CUDA subject this kernel is (none for the exp check).
+    pub fn op(self) -> Option<&'static str> {
+        match self {
+            KernelId::SeqwiseLoss => Some("seqwise_loss"),
+            KernelId::Router => Some("router"),
+            KernelId::SharedExpert => Some("shared_expert"),
+            KernelId::ExpfCheck => None,
+        }
+    }
+
+    /// Whether this kernel's source includes header `name` (`common.cuh`).
+    pub fn includes(self, name: &str) -> bool {
+        self.source().text.lines().any(|l| l.trim_start().starts_with("#include") && l.contains(&format!("\"{name}\"")))
+            || HEADERS.iter().any(|h| {
+                h.name != name
+                    && self.source().text.contains(&format!("#include \"{}\"", h.name))
+                    && h.text.contains(&format!("#include \"{name}\""))
+            })
+    }
 }
 
 /// The shared headers, handed to NVRTC by name (`#include "common.cuh"`).

@@ -110,18 +110,51 @@ pub fn version() -> Result<(i32, i32), CompileError> {
 }
 
 /// Compiles one kernel source with [`options`] for `arch` (`sm_90`), plus
-/// `extra` options.
+/// `extra` options, with the shared [`HEADERS`].
 pub fn compile(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, CompileError> {
-    version()?;
-    guarded(|| compile_loaded(kernel, arch, extra)).map_err(CompileError::Panicked)?
+    let headers: Vec<(&str, &str)> = HEADERS.iter().map(|h| (h.name, h.text)).collect();
+    compile_with(kernel.name, kernel.text, &headers, arch, extra, Output::Cubin)
 }
 
-fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result<CompiledKernel, CompileError> {
+/// What a compile produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Machine code for `arch`.
+    Cubin,
+    /// Only NVRTC's front end (`--fdevice-syntax-only`: parsing, templates
+    /// instantiated, types checked), no code: the mutants' quick compile
+    /// check. The result's `cubin` is empty.
+    SyntaxOnly,
+}
+
+/// Compiles source `text` of kernel `name` with the given (name, text)
+/// headers: [`compile`] with every input explicit (a mutant is a source or
+/// header that is not the embedded one).
+pub fn compile_with(
+    name: &'static str,
+    text: &str,
+    headers: &[(&'static str, &str)],
+    arch: &str,
+    extra: &[String],
+    output: Output,
+) -> Result<CompiledKernel, CompileError> {
+    version()?;
+    guarded(|| compile_loaded(name, text, headers, arch, extra, output)).map_err(CompileError::Panicked)?
+}
+
+fn compile_loaded(
+    kernel: &'static str,
+    text: &str,
+    headers: &[(&'static str, &str)],
+    arch: &str,
+    extra: &[String],
+    output: Output,
+) -> Result<CompiledKernel, CompileError> {
     let cstr = |s: &str, what: &'static str| CString::new(s).map_err(|_| CompileError::Nul(what));
-    let src = cstr(kernel.text, kernel.name)?;
-    let name = cstr(kernel.name, kernel.name)?;
-    let header_texts = HEADERS.iter().map(|h| cstr(h.text, h.name)).collect::<Result<Vec<_>, _>>()?;
-    let header_names = HEADERS.iter().map(|h| cstr(h.name, h.name)).collect::<Result<Vec<_>, _>>()?;
+    let src = cstr(text, kernel)?;
+    let name = cstr(kernel, kernel)?;
+    let header_texts = headers.iter().map(|&(n, t)| cstr(t, n)).collect::<Result<Vec<_>, _>>()?;
+    let header_names = headers.iter().map(|&(n, _)| cstr(n, n)).collect::<Result<Vec<_>, _>>()?;
     let texts: Vec<*const c_char> = header_texts.iter().map(|s| s.as_ptr()).collect();
     let names: Vec<*const c_char> = header_names.iter().map(|s| s.as_ptr()).collect();
     let mut prog: nvrtc_sys::nvrtcProgram = std::ptr::null_mut();
@@ -142,6 +175,9 @@ fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result
     .map_err(|error| CompileError::Call { what: "nvrtcCreateProgram", error })?;
     let mut opts = options(arch);
     opts.extend(extra.iter().cloned());
+    if output == Output::SyntaxOnly {
+        opts.push("--fdevice-syntax-only".into());
+    }
     // SAFETY: `prog` was created above and is destroyed only at the end.
     let compiled = unsafe { nvrtc_result::compile_program(prog, &opts) };
     // SAFETY: as above; the log is a NUL-terminated buffer NVRTC filled.
@@ -152,12 +188,13 @@ fn compile_loaded(kernel: &KernelSource, arch: &str, extra: &[String]) -> Result
         })
         .unwrap_or_else(|e| format!("(no log: {e})"));
     let cubin = match compiled {
-        Err(_) => Err(CompileError::Rejected { kernel: kernel.name, arch: arch.into(), log: log.clone() }),
+        Err(_) => Err(CompileError::Rejected { kernel, arch: arch.into(), log: log.clone() }),
+        Ok(()) if output == Output::SyntaxOnly => Ok(Vec::new()),
         Ok(()) => cubin_of(prog),
     };
     // SAFETY: `prog` is a live program, destroyed exactly once.
     let _ = unsafe { nvrtc_result::destroy_program(prog) };
-    Ok(CompiledKernel { name: kernel.name, arch: arch.to_string(), cubin: cubin?, log })
+    Ok(CompiledKernel { name: kernel, arch: arch.to_string(), cubin: cubin?, log })
 }
 
 /// The machine code of a compiled program.

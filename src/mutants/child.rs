@@ -1,0 +1,146 @@
+//! One mutant, in its own process (`bitparity mutant-child`, hidden): a
+//! mutant that hangs the GPU, corrupts the context or crashes the process
+//! ends only this child, and the campaign goes on.
+//!
+//! The child compiles every op kernel the mutant reaches with the mutated
+//! source, compares the machine code with the original's (compiled once by
+//! the campaign), loads the mutated code as the kernels' modules, and hunts
+//! each reached op's CUDA subject through the tier B properties
+//! ([`crate::selftest::HUNT`]); a mutant of the exp headers that all of
+//! them pass is then held to the exp check ([`super::expf`]). It prints [`HUNTING`] on stdout when the
+//! compile is done (the campaign's hunt time limit starts then), and its
+//! verdict as the last line, one JSON [`Outcome`].
+
+use super::report::Outcome;
+use super::{by_id, Mutant};
+use crate::gen::GenConfig;
+use crate::harness::registry::op_by_name;
+use crate::subject::cuda::{self, nvrtc, KernelId, HEADERS};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The line a child prints when its compile is done.
+pub const HUNTING: &str = "hunting";
+
+/// What the child is asked.
+pub struct Ask<'a> {
+    pub id: &'a str,
+    pub seed: u64,
+    pub cases: u64,
+    pub seconds: Option<f64>,
+    /// The folder where the campaign wrote each original kernel's machine
+    /// code as `NAME.cubin`.
+    pub originals: &'a Path,
+}
+
+/// The file name of `k`'s original machine code in the originals folder.
+pub fn cubin_name(k: KernelId) -> String {
+    format!("{}.cubin", k.source().name)
+}
+
+/// The sources `k` compiles from with mutant `m` applied: the kernel's text
+/// and the headers, one of them mutated when `m` is in a header.
+pub fn sources(m: &Mutant, k: KernelId) -> (String, Vec<(&'static str, String)>) {
+    let mutated = m.text();
+    let text = if k.source().name == m.file { mutated.clone() } else { k.source().text.to_string() };
+    let headers =
+        HEADERS.iter().map(|h| (h.name, if h.name == m.file { mutated.clone() } else { h.text.to_string() })).collect();
+    (text, headers)
+}
+
+/// Compiles `k` with mutant `m` applied.
+pub fn compile(m: &Mutant, k: KernelId, arch: &str, output: nvrtc::Output) -> Result<Vec<u8>, String> {
+    let (text, headers) = sources(m, k);
+    let headers: Vec<(&'static str, &str)> = headers.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let extra = nvrtc::extra_options()?;
+    nvrtc::compile_with(k.source().name, &text, &headers, arch, &extra, output)
+        .map(|c| c.cubin)
+        .map_err(|e| e.to_string())
+}
+
+/// A mutant's id with its outcome: a `mutant-compile` child's line.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Line {
+    pub id: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// NVRTC's front end on every kernel mutant `id` reaches: compiles or
+/// no-compile (crashed when the id names no mutant).
+pub fn syntax_check(id: &str) -> Line {
+    let outcome = match by_id(id) {
+        Err(detail) => Outcome::Crashed { detail },
+        Ok(m) => m
+            .kernels()
+            .into_iter()
+            .find_map(|k| compile(&m, k, nvrtc::CI_ARCH, nvrtc::Output::SyntaxOnly).err())
+            .map_or(Outcome::Compiles, |log| Outcome::NoCompile { log }),
+    };
+    Line { id: id.into(), outcome }
+}
+
+/// Runs the child: the verdict on mutant `ask.id`.
+pub fn run(ask: &Ask) -> Outcome {
+    match hunt(ask) {
+        Ok(o) => o,
+        Err(detail) => Outcome::Crashed { detail },
+    }
+}
+
+fn hunt(ask: &Ask) -> Result<Outcome, String> {
+    let m = by_id(ask.id)?;
+    let dev = cuda::device()?;
+    let mut changed = Vec::new();
+    let mut cubins = Vec::new();
+    for k in m.kernels() {
+        let cubin = match compile(&m, k, dev.arch(), nvrtc::Output::Cubin) {
+            Ok(c) => c,
+            Err(log) => return Ok(Outcome::NoCompile { log }),
+        };
+        let original = ask.originals.join(cubin_name(k));
+        let original = std::fs::read(&original).map_err(|e| format!("{}: {e}", original.display()))?;
+        if cubin != original {
+            changed.push(k);
+        }
+        cubins.push((k, cubin));
+    }
+    if changed.is_empty() {
+        return Ok(Outcome::SameCode);
+    }
+    for (k, cubin) in cubins {
+        dev.load_compiled(k, cubin)?;
+    }
+    println!("{HUNTING}");
+    let cfg = GenConfig::from_env()?;
+    let mut fewest = u64::MAX;
+    for &k in &changed {
+        // Each op its own time: a header's mutant reaches up to three.
+        let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
+        // The exp check kernel is judged last, by its own check.
+        let Some(name) = k.op() else { continue };
+        let op = op_by_name(name).ok_or_else(|| format!("no op {name}"))?;
+        // A subject that cannot load (a kernel's symbol renamed, a launch
+        // attribute refused) fails every `check` of the op: a kill, by load.
+        let hunt = match op.hunt_cuda(ask.seed, ask.cases, deadline, &cfg) {
+            Ok(h) => h,
+            Err(message) => {
+                return Ok(Outcome::Killed { op: name.into(), property: "subject-load".into(), case: 0, message })
+            }
+        };
+        match hunt {
+            Ok((case, property, message)) => {
+                let message = message.lines().next().unwrap_or("").chars().take(400).collect();
+                return Ok(Outcome::Killed { op: name.into(), property: property.name().into(), case, message });
+            }
+            Err(n) => fewest = fewest.min(n),
+        }
+    }
+    if changed.contains(&KernelId::ExpfCheck) {
+        if let Some((window, message)) = super::expf::check()? {
+            return Ok(Outcome::Killed { op: "exp".into(), property: "exp-check".into(), case: window, message });
+        }
+        fewest = fewest.min(super::expf::windows().len() as u64);
+    }
+    Ok(Outcome::Survived { cases: fewest })
+}

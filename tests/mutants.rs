@@ -1,0 +1,113 @@
+//! `bitparity mutants` from the command line, without a GPU or NVRTC: the
+//! listing, the selection, bad arguments, and a child asked for a mutant
+//! that does not exist. (The NVRTC front end on every mutant is CI's
+//! `mutants --compile-only` step; the kills need the GPU host.)
+
+use std::process::{Command, Output};
+
+fn bitparity(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bitparity")).args(args).output().expect("bitparity runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn list_names_each_mutant_once_with_its_diff() {
+    let o = bitparity(&["mutants", "--list", "--kernel", "seqwise_loss.cu"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let ids: Vec<&str> = out.lines().filter(|l| !l.starts_with(' ')).map(|l| l.split(' ').next().unwrap()).collect();
+    assert!(ids.len() > 100, "{}", ids.len());
+    assert!(ids.iter().all(|i| i.starts_with("seqwise_loss.cu:")));
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len());
+    assert!(err.contains(&format!("{} mutants", ids.len())), "{err}");
+    // Each mutant shows its line before and after.
+    assert_eq!(out.lines().filter(|l| l.starts_with("    -")).count(), ids.len());
+    assert_eq!(out.lines().filter(|l| l.starts_with("    +")).count(), ids.len());
+}
+
+#[test]
+fn a_sample_keeps_n_per_file_over_the_rules() {
+    let o = bitparity(&["mutants", "--list", "--kernel", "router.cu", "--sample", "13"]);
+    let (out, _) = text(&o);
+    let heads: Vec<&str> = out.lines().filter(|l| !l.starts_with(' ')).collect();
+    let kept: Vec<&&str> = heads.iter().filter(|l| !l.contains("(sampled out)")).collect();
+    assert_eq!(kept.len(), 13);
+    // Round-robin over the rules: 13 kept from router.cu's rules cover at
+    // least ten distinct rules.
+    let rules: std::collections::HashSet<&str> = kept.iter().map(|l| l.rsplit(' ').next().unwrap()).collect();
+    assert!(rules.len() >= 10, "{rules:?}");
+    // The same seed draws the same sample; another seed another.
+    let again = bitparity(&["mutants", "--list", "--kernel", "router.cu", "--sample", "13"]);
+    assert_eq!(again.stdout, o.stdout);
+    let other = bitparity(&["mutants", "--list", "--kernel", "router.cu", "--sample", "13", "--seed", "2"]);
+    assert_ne!(other.stdout, o.stdout);
+}
+
+#[test]
+fn an_id_selects_one_mutant() {
+    let (all, _) = text(&bitparity(&["mutants", "--list", "--kernel", "common.cuh"]));
+    let id = all.lines().nth(3 * 5).unwrap().split(' ').next().unwrap().to_string();
+    let (out, _) = text(&bitparity(&["mutants", "--list", "--id", &id]));
+    assert_eq!(out.lines().filter(|l| !l.starts_with(' ')).count(), 1);
+    assert!(out.starts_with(&id), "{out}");
+}
+
+#[test]
+fn an_op_selects_its_kernel_and_the_headers_it_includes() {
+    let (out, _) = text(&bitparity(&["mutants", "--list", "--op", "shared_expert"]));
+    let files: std::collections::BTreeSet<&str> =
+        out.lines().filter(|l| !l.starts_with(' ')).map(|l| l.split(':').next().unwrap()).collect();
+    assert_eq!(files.into_iter().collect::<Vec<_>>(), ["common.cuh", "expf.cuh", "expf_hard.cuh", "shared_expert.cu"]);
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    for (args, want) in [
+        (&["mutants", "--list", "--kernel", "nope.cu"][..], "not a mutated file"),
+        (&["mutants", "--list", "--op", "nope"][..], "no op with a CUDA kernel"),
+        (&["mutants", "--list", "--id", "router.cu:00000000"][..], "no such mutant"),
+        (&["mutants", "--seconds=-1"][..], "--seconds must be a positive"),
+        (&["mutants", "--seconds", "nan"][..], "--seconds must be a positive"),
+        (&["mutants", "--triage", "/nonexistent/triage.toml"][..], "triage.toml"),
+    ] {
+        let o = bitparity(args);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_triage_file_naming_a_mutant_twice_is_refused() {
+    let dir = std::env::temp_dir().join(format!("bp-mutants-triage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("t.toml");
+    std::fs::write(&p, "[[equivalent]]\nid = 'a'\nreason = 'r'\n[[equivalent]]\nid = 'a'\nreason = 'r'\n").unwrap();
+    let o = bitparity(&["mutants", "--list", "--triage", p.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("listed twice"), "{err}");
+}
+
+#[test]
+fn a_child_asked_for_no_such_mutant_says_so_in_its_verdict() {
+    let o = bitparity(&[
+        "mutant-child",
+        "--id",
+        "router.cu:00000000",
+        "--seed",
+        "1",
+        "--cases",
+        "1",
+        "--originals",
+        "/tmp",
+    ]);
+    let (out, _) = text(&o);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["outcome"], "crashed");
+    assert!(v["detail"].as_str().unwrap().contains("no mutant"), "{v}");
+}
