@@ -141,10 +141,43 @@ fn pct(x: Option<f64>) -> String {
     x.map_or("-".into(), |x| format!("{:.1}%", 100.0 * x))
 }
 
-/// The scores as a plain-text table.
+/// The score table's header, as the Markdown and HTML reports name it.
+const SCORE_HEADER: [&str; 12] = [
+    "file",
+    "mutants",
+    "killed",
+    "survived",
+    "equivalent",
+    "same code",
+    "no compile",
+    "timed out",
+    "crashed",
+    "not run",
+    "score",
+    "median cases to kill",
+];
+
+/// One file's cells, in [`SCORE_HEADER`]'s order.
+fn cells(s: &Score) -> [String; 12] {
+    [
+        s.file.clone(),
+        s.mutants.to_string(),
+        s.killed.to_string(),
+        s.survived.to_string(),
+        s.equivalent.to_string(),
+        s.same_code.to_string(),
+        s.no_compile.to_string(),
+        s.timed_out.to_string(),
+        s.crashed.to_string(),
+        s.not_run.to_string(),
+        pct(s.score),
+        s.median_cases.map_or("-".into(), |m| m.to_string()),
+    ]
+}
+
+/// The scores as a plain-text table (short column names).
 pub fn table(scores: &[Score]) -> String {
-    let mut t = format!(
-        "{:<16} {:>7} {:>6} {:>8} {:>5} {:>9} {:>10} {:>7} {:>7} {:>7} {:>7} {:>7}\n",
+    let short = [
         "file",
         "mutants",
         "killed",
@@ -156,25 +189,18 @@ pub fn table(scores: &[Score]) -> String {
         "crashed",
         "not-run",
         "score",
-        "median"
-    );
+        "median",
+    ];
+    let line = |c: &[String]| {
+        let mut l = format!("{:<16}", c[0]);
+        for (x, h) in c[1..].iter().zip(&short[1..]) {
+            let _ = write!(l, " {x:>w$}", w = h.len().max(5));
+        }
+        l + "\n"
+    };
+    let mut t = line(&short.map(String::from));
     for s in scores {
-        let _ = writeln!(
-            t,
-            "{:<16} {:>7} {:>6} {:>8} {:>5} {:>9} {:>10} {:>7} {:>7} {:>7} {:>7} {:>7}",
-            s.file,
-            s.mutants,
-            s.killed,
-            s.survived,
-            s.equivalent,
-            s.same_code,
-            s.no_compile,
-            s.timed_out,
-            s.crashed,
-            s.not_run,
-            pct(s.score),
-            s.median_cases.map_or("-".into(), |m| m.to_string())
-        );
+        t.push_str(&line(&cells(s)));
     }
     t
 }
@@ -197,24 +223,9 @@ fn md_escape(s: &str) -> String {
 /// The whole matrix as Markdown: the scores, then one row per mutant.
 pub fn markdown(rows: &[Row], header: &str) -> String {
     let sc = scores(rows);
-    let mut m = format!("{header}\n\n| file | mutants | killed | survived | equivalent | same code | no compile | timed out | crashed | not run | score | median cases to kill |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut m = format!("{header}\n\n| {} |\n|---|{}\n", SCORE_HEADER.join(" | "), "---:|".repeat(11));
     for s in &sc {
-        let _ = writeln!(
-            m,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            s.file,
-            s.mutants,
-            s.killed,
-            s.survived,
-            s.equivalent,
-            s.same_code,
-            s.no_compile,
-            s.timed_out,
-            s.crashed,
-            s.not_run,
-            pct(s.score),
-            s.median_cases.map_or("-".into(), |c| c.to_string())
-        );
+        let _ = writeln!(m, "| {} |", cells(s).join(" | "));
     }
     m.push_str("\n| mutant | line | rule | diff | outcome | by | cases |\n|---|---:|---|---|---|---|---:|\n");
     for r in rows.iter().filter(|r| r.outcome != Outcome::NotRun) {
@@ -255,30 +266,13 @@ pub fn html(rows: &[Row], header: &str) -> String {
          .same-code,.no-compile{color:#777}</style>",
     );
     let _ = write!(h, "<h1>bitparity mutants</h1><p>{}</p><table><tr>", html_escape(header));
-    for c in ["file", "mutants", "killed", "survived", "equivalent", "same code", "no compile", "timed out", "crashed"]
-        .into_iter()
-        .chain(["not run", "score", "median cases"])
-    {
+    for c in SCORE_HEADER {
         let _ = write!(h, "<th>{c}</th>");
     }
     h.push_str("</tr>");
     for s in scores(rows) {
-        let cells = [
-            s.file.clone(),
-            s.mutants.to_string(),
-            s.killed.to_string(),
-            s.survived.to_string(),
-            s.equivalent.to_string(),
-            s.same_code.to_string(),
-            s.no_compile.to_string(),
-            s.timed_out.to_string(),
-            s.crashed.to_string(),
-            s.not_run.to_string(),
-            pct(s.score),
-            s.median_cases.map_or("-".into(), |c| c.to_string()),
-        ];
         h.push_str("<tr>");
-        for c in cells {
+        for c in cells(&s) {
             let _ = write!(h, "<td>{}</td>", html_escape(&c));
         }
         h.push_str("</tr>");
