@@ -202,6 +202,19 @@ fn an_exiting_provider_is_a_failure_shrunk_and_saved() {
 }
 
 #[test]
+fn a_slowly_exiting_provider_is_reported_with_its_own_status_and_last_lines() {
+    // Its stdout closes 1.5 s before it exits, as a CUDA process's does:
+    // waited for, not "killed by bitparity" with its last line lost.
+    hostile(
+        "slow-exit",
+        &provider("slow_exit.py"),
+        &["crashed", "its stdout closed", "exited with code 7", "last words on T=1"],
+        "20",
+        Duration::from_secs(120),
+    );
+}
+
+#[test]
 fn a_hanging_provider_times_out_and_is_a_failure() {
     hostile(
         "hang",
