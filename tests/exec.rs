@@ -203,6 +203,19 @@ fn an_exiting_provider_is_a_failure_shrunk_and_saved() {
 }
 
 #[test]
+fn a_slowly_exiting_provider_is_reported_with_its_own_status_and_last_lines() {
+    // Its stdout closes 1.5 s before it exits, as a CUDA process's does:
+    // waited for, not "killed by bitparity" with its last line lost.
+    hostile(
+        "slow-exit",
+        &provider("slow_exit.py"),
+        &["crashed", "its stdout closed", "exited with code 7", "last words on T=1"],
+        "20",
+        Duration::from_secs(120),
+    );
+}
+
+#[test]
 fn a_hanging_provider_times_out_and_is_a_failure() {
     hostile(
         "hang",
@@ -275,6 +288,64 @@ fn a_saved_entry_replays_against_its_subject_and_passes_once_fixed() {
     let out = replay();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("1 passed"), "{}", text(&out));
+}
+
+/// A failure of a subject of a `bitparity.toml` named by `--config` prints
+/// reproduce commands that carry `--config PATH` (and, for the replay, the
+/// subject): each, pasted as printed from the same folder, fails the same
+/// way instead of stopping at an unknown subject.
+#[test]
+fn reproduce_commands_of_a_configured_subject_carry_its_config() {
+    let dir = tmp("reproduce-config");
+    let config = dir.join("my project.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[subject]]\nname = \"my-loss\"\ncommand = \"{}\"\nop = \"seqwise_loss\"\ntimeout_s = 20\n",
+            provider("crash.py segv")
+        ),
+    )
+    .unwrap();
+    let corpus = dir.join("corpus");
+    let out = bitparity()
+        .args(["check", "--op", "seqwise_loss", "--cases", "3", "--seed", "1", "--quiet", "--property", "determinism"])
+        .args(["--subject", "my-loss", "--config"])
+        .arg(&config)
+        .arg("--corpus")
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    let head = "FAILED seqwise_loss / determinism / my-loss";
+    let failure = t.split(head).nth(1).unwrap_or_else(|| panic!("no failure text:\n{t}"));
+    let commands: Vec<&str> = failure.lines().filter_map(|l| l.trim().strip_prefix("reproduce: ")).collect();
+    assert_eq!(commands.len(), 2, "{failure}");
+    for cmd in commands {
+        let words = shell_words::split(cmd).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        let at = words.iter().position(|w| w == "bitparity").unwrap();
+        assert!(
+            words.windows(2).any(|w| w[0] == "--config" && std::path::Path::new(&w[1]) == config),
+            "no --config {}: {cmd}",
+            config.display()
+        );
+        // As pasted: the VAR=value words, then `bitparity` and its
+        // arguments, from the folder the check ran in.
+        let mut c = bitparity();
+        c.env_remove("BITPARITY_MAX_TE").env_remove("BITPARITY_MAX_T");
+        for kv in &words[..at] {
+            let (k, v) = kv.split_once('=').unwrap();
+            c.env(k, v);
+        }
+        let again = c.args(&words[at + 1..]).output().unwrap();
+        let t = text(&again);
+        assert_eq!(again.status.code(), Some(1), "{cmd}: {t}");
+        if words[at + 1] == "replay" {
+            assert!(t.contains("my-loss: fails") && t.contains("SIGSEGV"), "{cmd}: {t}");
+        } else {
+            assert!(t.contains(head) && t.contains("SIGSEGV"), "{cmd}: {t}");
+        }
+    }
 }
 
 #[test]

@@ -170,28 +170,30 @@ class _Stream:
         sys.stdout = sys.stderr
         self.inp = sys.stdin.buffer
 
-    def read_exact(self, n):
-        data = self.inp.read(n)
+    def read_exact(self, n, what):
+        """n bytes, or None at the end of stdin before the first of them;
+        stdin ending midway is an error (the stream lost its frame)."""
+        data = self.inp.read(n) if n else b""
         if data is None or len(data) < n:
-            return None
+            if not data and what == "a frame length":
+                return None
+            raise IOError("stdin ended in the middle of %s (%d of %d bytes)" % (what, len(data or b""), n))
         return data
 
     def read(self):
         """(header, {name: (dtype, count, memoryview)}) or None at EOF."""
-        raw = self.read_exact(4)
+        raw = self.read_exact(4, "a frame length")
         if raw is None:
             return None
         (n,) = struct.unpack("<I", raw)
         if n > MAX_HEADER:
             raise IOError("a header of %d bytes" % n)
-        header = json.loads(self.read_exact(n) or b"null")
+        header = json.loads(self.read_exact(n, "a header"))
         if not isinstance(header, dict):
             raise IOError("a header that is not an object")
         listed = header.pop("buffers", [])
         sizes = [count * _DTYPES[dtype][1] for (_, dtype, count) in listed]
-        payload = self.read_exact(sum(sizes)) if sizes else b""
-        if payload is None:
-            return None
+        payload = self.read_exact(sum(sizes), "the buffers")
         view = memoryview(payload)
         buffers, at = {}, 0
         for (name, dtype, count), size in zip(listed, sizes):
@@ -215,7 +217,13 @@ def _die_with_parent():
     """On Linux, asks the kernel to SIGKILL this process when its parent
     dies (prctl PR_SET_PDEATHSIG): a bitparity killed by SIGKILL cannot kill
     its children itself, and an orphaned provider would hold a GPU. Best
-    effort: elsewhere, or without libc, nothing changes."""
+    effort: elsewhere, or without libc, nothing changes.
+
+    The kernel sends the signal when the parent *thread* that started this
+    process ends, not only its whole process: bitparity starts its children
+    from threads that live as long as it does (src/exec/process.rs). A
+    provider killed this way writes nothing: bitparity reports it as killed
+    by SIGKILL, its own status, not bitparity's kill."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -228,6 +236,8 @@ def _die_with_parent():
         # The parent may have died before the call (we were reparented):
         # then nobody would send the signal.
         if os.getppid() != parent:
+            sys.stderr.write("bitparity.serve: the parent process is gone; exiting\n")
+            sys.stderr.flush()
             os._exit(1)
     except (OSError, AttributeError):
         pass

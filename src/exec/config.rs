@@ -17,7 +17,7 @@
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -44,11 +44,29 @@ pub struct NamedSubject {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Config {
     pub subjects: Vec<NamedSubject>,
+    /// The file named by `--config`, when one was (`None`: the default
+    /// `./bitparity.toml`, or no file).
+    pub file: Option<PathBuf>,
 }
 
 impl Config {
     pub fn subject(&self, name: &str) -> Option<&NamedSubject> {
         self.subjects.iter().find(|s| s.name == name)
+    }
+
+    /// The `--config PATH` argument a command needs to find subject `name`
+    /// again: its file when that is not the default `./bitparity.toml`
+    /// (which every command reads by itself). `None` for a subject of no
+    /// file (built in, `exec:`) or of the default file.
+    pub fn flag_for(&self, name: &str) -> Option<String> {
+        self.subject(name)?;
+        let file = self.file.as_ref()?;
+        let default = Path::new(DEFAULT_FILE);
+        let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        if same(file, default) {
+            return None;
+        }
+        Some(format!("--config {}", crate::knobs::shell_word(&file.display().to_string())))
     }
 }
 
@@ -133,7 +151,7 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
             timeout,
         });
     }
-    Ok(Config { subjects })
+    Ok(Config { subjects, file: None })
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -145,7 +163,10 @@ pub fn load(path: Option<&Path>, ops: &[&str]) -> Result<(), String> {
     let config = match path {
         Some(p) => {
             let bytes = crate::fsio::read_capped(p, MAX_BYTES)?;
-            parse(&String::from_utf8_lossy(&bytes), &p.display().to_string(), ops)?
+            Config {
+                file: Some(p.to_path_buf()),
+                ..parse(&String::from_utf8_lossy(&bytes), &p.display().to_string(), ops)?
+            }
         }
         None if Path::new(DEFAULT_FILE).is_file() => {
             let bytes = crate::fsio::read_capped(Path::new(DEFAULT_FILE), MAX_BYTES)?;
@@ -193,6 +214,16 @@ op = "router"
         assert_eq!(c.subjects[0].timeout, Duration::from_secs_f64(2.5));
         assert_eq!(c.subjects[1].profile, None);
         assert_eq!(c.subjects[1].timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn only_a_subject_of_a_named_file_needs_config_in_its_commands() {
+        let mut c = parse("[[subject]]\nname='a'\ncommand='x'\nop='router'\n", "t.toml", &OPS).unwrap();
+        assert_eq!(c.flag_for("a"), None, "the default file: read by every command");
+        c.file = Some(PathBuf::from("/nonexistent/my project.toml"));
+        assert_eq!(c.flag_for("a").as_deref(), Some("--config '/nonexistent/my project.toml'"));
+        assert_eq!(c.flag_for("exec:x"), None);
+        assert_eq!(c.flag_for("cuda"), None);
     }
 
     #[test]

@@ -33,6 +33,18 @@ pub const STARTUP: Duration = Duration::from_secs(30);
 /// Chunks of stdout the reader thread may hold ahead of the parser: a child
 /// that floods its stdout is slowed by the pipe, not buffered into memory.
 const READ_AHEAD: usize = 16;
+/// How long a child whose stdout closed has to end by itself before it is
+/// killed, so that a crash reads as the exit code or signal it was...
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// ...and how long while the kernel says it is exiting: its pipes close
+/// early in an exit, and the rest (a GPU context torn down, say) may take
+/// longer than `EXIT_GRACE`; killing it then hid its own status behind
+/// "killed by bitparity".
+const EXIT_GRACE_EXITING: Duration = Duration::from_secs(10);
+/// How long the stderr tail may take to reach its end once the child is
+/// reaped (the pipe closes with the last process holding it; one that left
+/// the process group could hold it forever).
+const STDERR_SETTLE: Duration = Duration::from_secs(1);
 
 /// The element type of a buffer on the wire (little-endian).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,18 +203,35 @@ pub struct Child {
     proc: std::process::Child,
     pid: i32,
     to_child: Option<SyncSender<Vec<u8>>>,
-    from_child: Receiver<Option<Vec<u8>>>,
+    from_child: Receiver<FromChild>,
     /// Bytes received and not yet parsed.
     pending: VecDeque<u8>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Disconnected once the stderr pipe reached its end (every line is in
+    /// `stderr`).
+    stderr_done: Receiver<()>,
     timeout: Duration,
     dead: bool,
     /// Its stdout closed: it is exiting, or has exited.
     eof: bool,
 }
 
+/// What the stdout reader thread hands over.
+enum FromChild {
+    Bytes(Vec<u8>),
+    /// End of file: every process holding the pipe closed it.
+    Closed,
+    /// A read error other than an interrupted call (retried).
+    Failed(String),
+}
+
 impl Child {
     /// Starts the child and reads its handshake (within the timeout).
+    ///
+    /// Call it from a thread that lives as long as the child may be used
+    /// (the main thread, the runner's rayon workers): the Python side asks
+    /// Linux for `PR_SET_PDEATHSIG`, which kills the child when the *thread*
+    /// that started it ends, and a pooled child would then die unseen.
     pub fn start(spec: &Spawn) -> Result<(Child, Hello), StartError> {
         let (program, args) = spec.argv.split_first().ok_or_else(|| StartError::Spawn("an empty command".into()))?;
         let mut cmd = Command::new(program);
@@ -219,7 +248,7 @@ impl Child {
         live().insert(pid);
         let (stdin, stdout, stderr) = (proc.stdin.take(), proc.stdout.take(), proc.stderr.take());
         let (to_child, writer_rx) = sync_channel::<Vec<u8>>(1);
-        let (reader_tx, from_child) = sync_channel::<Option<Vec<u8>>>(READ_AHEAD);
+        let (reader_tx, from_child) = sync_channel::<FromChild>(READ_AHEAD);
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(mut stdin) = stdin {
             std::thread::spawn(move || {
@@ -236,23 +265,31 @@ impl Child {
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 64 << 10];
                 loop {
-                    match stdout.read(&mut buf) {
-                        Ok(0) | Err(_) => {
-                            let _ = reader_tx.send(None);
-                            return;
-                        }
+                    // A signal that interrupts the read is no end of the
+                    // stream: read on.
+                    let end = match stdout.read(&mut buf) {
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Ok(0) => FromChild::Closed,
+                        Err(e) => FromChild::Failed(e.to_string()),
                         Ok(n) => {
-                            if reader_tx.send(Some(buf[..n].to_vec())).is_err() {
+                            if reader_tx.send(FromChild::Bytes(buf[..n].to_vec())).is_err() {
                                 return;
                             }
+                            continue;
                         }
-                    }
+                    };
+                    let _ = reader_tx.send(end);
+                    return;
                 }
             });
         }
+        let (stderr_end, stderr_done) = sync_channel::<()>(0);
         if let Some(stderr) = stderr {
             let tail = tail.clone();
-            std::thread::spawn(move || drain_stderr(stderr, &tail));
+            std::thread::spawn(move || {
+                drain_stderr(stderr, &tail);
+                drop(stderr_end);
+            });
         }
         let mut child = Child {
             proc,
@@ -261,6 +298,7 @@ impl Child {
             from_child,
             pending: VecDeque::new(),
             stderr: tail,
+            stderr_done,
             timeout: spec.timeout,
             dead: false,
             eof: false,
@@ -413,15 +451,18 @@ impl Child {
             let now = Instant::now();
             let left = deadline.saturating_duration_since(now);
             match self.from_child.recv_timeout(left) {
-                Ok(Some(chunk)) => self.pending.extend(chunk),
-                Ok(None) | Err(RecvTimeoutError::Disconnected) => {
+                Ok(FromChild::Bytes(chunk)) => self.pending.extend(chunk),
+                end @ (Ok(FromChild::Closed | FromChild::Failed(_)) | Err(RecvTimeoutError::Disconnected)) => {
                     self.eof = true;
                     let midway = if self.pending.is_empty() {
                         String::new()
                     } else {
                         format!(" in the middle of a frame ({} of {n} bytes)", self.pending.len())
                     };
-                    return Err(format!("its stdout closed{midway}"));
+                    return Err(match end {
+                        Ok(FromChild::Failed(e)) => format!("its stdout could not be read ({e}){midway}"),
+                        _ => format!("its stdout closed{midway}"),
+                    });
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     let midway = if self.pending.is_empty() {
@@ -443,6 +484,10 @@ impl Child {
     /// happened: the reason, how it ended, its last stderr lines.
     fn fail(&mut self, why: &str) -> Broken {
         let status = self.end();
+        // The child is reaped and its group killed: the stderr pipe is at
+        // its end, or about to be. Its last lines (a traceback written as
+        // it died) are what the report needs most.
+        let _ = self.stderr_done.recv_timeout(STDERR_SETTLE);
         let tail: Vec<String> = self.stderr.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
         let mut msg = format!("{why}; {status}");
         if !tail.is_empty() {
@@ -461,31 +506,44 @@ impl Child {
         self.dead = true;
         self.to_child = None;
         // A hung child is killed at once; one whose stdout closed gets a
-        // moment to end by itself.
-        let grace = Instant::now() + if self.eof { Duration::from_millis(500) } else { Duration::ZERO };
+        // moment to end by itself, longer while it is exiting.
+        let start = Instant::now();
         let mut status = None;
-        while Instant::now() < grace {
+        while self.eof {
             match self.proc.try_wait() {
                 Ok(Some(s)) => {
                     status = Some(s);
                     break;
                 }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) => {}
                 Err(_) => break,
             }
+            let waited = start.elapsed();
+            if waited >= EXIT_GRACE_EXITING || (waited >= EXIT_GRACE && !exiting(self.pid)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
-        let text = match status {
-            Some(s) => describe_status(s),
-            None => "killed by bitparity".to_string(),
-        };
+        let was_exiting = status.is_none() && exiting(self.pid);
         // The whole group: whatever the child spawned goes with it.
         // SAFETY: a signal to a process group this process created.
         unsafe {
             libc::kill(-self.pid, libc::SIGKILL);
         }
-        let _ = self.proc.wait();
+        let reaped = self.proc.wait().ok();
         live().remove(&self.pid);
-        text
+        match (status, reaped) {
+            (Some(s), _) => describe_status(s),
+            // Its exit was under way before bitparity's SIGKILL, which then
+            // changes nothing: the status is its own (a SIGKILL in it came
+            // from elsewhere: the OOM killer, a parent-death signal).
+            (None, Some(s)) if was_exiting => format!(
+                "{} (still exiting {:.1} s after its stdout closed: the status is its own, not bitparity's kill)",
+                describe_status(s),
+                start.elapsed().as_secs_f64()
+            ),
+            _ => "killed by bitparity".to_string(),
+        }
     }
 }
 
@@ -495,6 +553,20 @@ impl Drop for Child {
             self.end();
         }
     }
+}
+
+/// Whether the kernel says process `pid` is exiting (`PF_EXITING` in the
+/// flags of `/proc/PID/stat`, or a zombie): its end is under way, with a
+/// status of its own. False where that cannot be read.
+fn exiting(pid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // After the command name (which may hold spaces and parentheses):
+    // state ppid pgrp session tty_nr tpgid flags ...
+    let Some((_, rest)) = stat.rsplit_once(')') else { return false };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let zombie = fields.first().is_some_and(|s| *s == "Z" || *s == "X");
+    zombie || fields.get(6).and_then(|f| f.parse::<u64>().ok()).is_some_and(|f| f & PF_EXITING != 0)
 }
 
 fn describe_status(s: std::process::ExitStatus) -> String {
@@ -538,6 +610,7 @@ fn drain_stderr(mut r: impl Read, tail: &Mutex<VecDeque<String>>) {
     };
     loop {
         match r.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Ok(0) | Err(_) => {
                 push(&mut line);
                 return;

@@ -455,9 +455,22 @@ pub fn record_failure<O: Harness>(
     let save =
         save_failure::<O>(property, subject, profile, &format!("{note_prefix}{message}"), &shrunk, subjects, policy);
     let mut reproduce = Vec::new();
+    // A subject of a bitparity.toml other than ./bitparity.toml exists only
+    // where that file is loaded: the commands name it, so that they work
+    // when pasted.
+    let config_arg = crate::exec::config::get().flag_for(subject).map(|f| format!(" {f}")).unwrap_or_default();
     match &save {
         SaveNote::Saved { path } | SaveNote::Repaired { path } | SaveNote::Known { path } => {
-            reproduce.push(format!("bitparity replay {}", path.display()))
+            // An external subject is replayed only when named.
+            let subject_arg = if crate::exec::is_exec_name(subject) {
+                format!(" --subject {}{config_arg}", crate::knobs::shell_word(subject))
+            } else {
+                String::new()
+            };
+            reproduce.push(format!(
+                "bitparity replay {}{subject_arg}",
+                crate::knobs::shell_word(&path.display().to_string())
+            ))
         }
         SaveNote::NotSaved { .. } => {}
     }
@@ -466,7 +479,7 @@ pub fn record_failure<O: Harness>(
         let subject_arg = if subject == MPFR_SUBJECT {
             String::new()
         } else {
-            format!(" --subject {}", crate::knobs::shell_word(subject))
+            format!(" --subject {}{config_arg}", crate::knobs::shell_word(subject))
         };
         // The knobs that shaped the generated case come first: without them
         // the same seed and index give another case.
