@@ -306,6 +306,16 @@ mod tests {
     const U: f64 = 1.0 / 9_007_199_254_740_992.0; // 2^-53
 
     #[test]
+    fn the_fast_path_decides_below_the_underflow_threshold() {
+        // e^x for x < -110 is below e^-110 = 2^(-110 / ln 2) ~ 2^-158.7, far
+        // under half the least subnormal (2^-150): it rounds to +0, and the
+        // fast path must say so itself, not hand the input to MPFR.
+        for x in [f32::NEG_INFINITY, f32::MIN, -1000.0, -150.0, -110.5] {
+            assert_eq!(exp_f32_fast(x).map(f32::to_bits), Some(0), "x = {x}");
+        }
+    }
+
+    #[test]
     fn exp_at_the_edges() {
         for exp in [exp_f32, exp_f32_mpfr] {
             assert_eq!(exp(0.0), 1.0);

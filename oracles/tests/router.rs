@@ -532,3 +532,28 @@ fn exact_timing_t64_e256() {
     );
     assert!(fd.failures.is_empty());
 }
+
+/// `storage` is what the GPU subject uploads: row r of the logits at
+/// offset + r * row_stride, the gap value everywhere else (index arithmetic
+/// written out here, not taken from `Layout::place`).
+#[test]
+fn storage_lays_the_logits_out_as_the_layout_says() {
+    let gap = -7.5f32;
+    for i in 0..8 {
+        let mut c = varied(i, false);
+        let (off, stride) = (1 + i % 3, c.e + i % 4);
+        c.layout = Layout { offset: off, row_stride: stride };
+        let s = c.storage(gap);
+        assert_eq!(s.len(), off + (c.t - 1) * stride + c.e, "case {i}");
+        for (j, v) in s.iter().enumerate() {
+            let want = match j.checked_sub(off) {
+                Some(q) if q % stride < c.e => c.logits[(q / stride) * c.e + q % stride],
+                _ => gap,
+            };
+            assert_eq!(v.to_bits(), want.to_bits(), "case {i}, element {j}");
+        }
+    }
+    let c = varied(1, false);
+    let dense = RouterCase { layout: Layout::dense(c.e), ..c };
+    assert_eq!(bits(&dense.storage(gap)), bits(&dense.logits));
+}

@@ -212,3 +212,17 @@ pub fn forward_under<O: Op>(case: &O::Case, profile: &O::Profile, rule: PaddingR
 pub fn backward_under<O: Op>(case: &O::Case, profile: &O::Profile, rule: PaddingRule) -> Result<O::Bwd<f32>, O::Error> {
     Ok(O::backward_under::<f32>(case, profile, rule, None)?.out)
 }
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    #[test]
+    fn a_group_is_empty_only_without_values() {
+        let g = |values: Values<'static, f32>| Group { name: "g", rows: Rows::Global, cols: 1, values };
+        assert!(!g(Values::Real(&[1.0])).is_empty());
+        assert!(!g(Values::Int(vec![7])).is_empty());
+        assert!(g(Values::Real(&[])).is_empty());
+        assert!(g(Values::Int(vec![])).is_empty());
+    }
+}
