@@ -884,7 +884,11 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
         }
         return Ok(0);
     }
-    Ok(if scores.iter().any(|s| s.score.is_some()) { 0 } else { Verdict::NothingJudged.exit_code() })
+    // Judged means a verdict of the properties: a campaign whose every child
+    // crashed or timed out (a GPU that cannot run them) judged nothing.
+    let judged =
+        rows.iter().any(|r| matches!(r.outcome, mreport::Outcome::Killed { .. } | mreport::Outcome::Survived { .. }));
+    Ok(if judged { 0 } else { Verdict::NothingJudged.exit_code() })
 }
 
 fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, corpus_root: &Path) -> Outcome {

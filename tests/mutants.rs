@@ -111,3 +111,28 @@ fn a_child_asked_for_no_such_mutant_says_so_in_its_verdict() {
     assert_eq!(v["outcome"], "crashed");
     assert!(v["detail"].as_str().unwrap().contains("no mutant"), "{v}");
 }
+
+#[test]
+fn combined_runs_that_judged_nothing_exit_3_and_a_kill_exits_0() {
+    let (all, _) = text(&bitparity(&["mutants", "--list", "--kernel", "common.cuh"]));
+    let id = all.lines().next().unwrap().split(' ').next().unwrap().to_string();
+    let dir = std::env::temp_dir().join(format!("bp-mutants-from-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, row: serde_json::Value| {
+        let p = dir.join(name);
+        std::fs::write(&p, serde_json::json!({ "header": "h", "mutants": [row] }).to_string()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let crashed = write("crashed.json", serde_json::json!({ "id": id, "outcome": "crashed", "detail": "no GPU" }));
+    let o = bitparity(&["mutants", "--kernel", "common.cuh", "--from", &crashed]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o).1);
+    let killed = write(
+        "killed.json",
+        serde_json::json!({ "id": id, "outcome": "killed", "op": "router", "property": "conformance", "case": 0, "message": "m" }),
+    );
+    let o = bitparity(&["mutants", "--kernel", "common.cuh", "--from", &crashed, "--from", &killed]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("common.cuh") && out.contains("100.0%"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -229,12 +229,7 @@ pub fn markdown(rows: &[Row], header: &str) -> String {
     }
     m.push_str("\n| mutant | line | rule | diff | outcome | by | cases |\n|---|---:|---|---|---|---|---:|\n");
     for r in rows.iter().filter(|r| r.outcome != Outcome::NotRun) {
-        let (by, cases) = match &r.outcome {
-            Outcome::Killed { op, property, case, .. } => (format!("{op}: {property}"), (case + 1).to_string()),
-            Outcome::Survived { cases } => (r.triage.clone().unwrap_or_default(), cases.to_string()),
-            Outcome::Crashed { detail } => (detail.lines().next().unwrap_or("").to_string(), String::new()),
-            _ => (String::new(), String::new()),
-        };
+        let (by, cases) = verdict(r);
         let _ = writeln!(
             m,
             "| `{}` | {} | {} | `{}` → `{}` | {} | {} | {} |",
@@ -249,6 +244,22 @@ pub fn markdown(rows: &[Row], header: &str) -> String {
         );
     }
     m
+}
+
+/// A row's "by" and "cases" cells: what killed it (op, property, the
+/// failure's first line) and after how many cases, a survivor's triage and
+/// cases run, a crash's or a rejected compile's first line.
+fn verdict(r: &Row) -> (String, String) {
+    let first = |s: &str| s.lines().next().unwrap_or("").to_string();
+    match &r.outcome {
+        Outcome::Killed { op, property, case, message } => {
+            (format!("{op}: {property} — {}", first(message)), (case + 1).to_string())
+        }
+        Outcome::Survived { cases } => (r.triage.clone().unwrap_or_default(), cases.to_string()),
+        Outcome::Crashed { detail } => (first(detail), String::new()),
+        Outcome::NoCompile { log } => (log.lines().find(|l| l.contains("error")).unwrap_or("").into(), String::new()),
+        _ => (String::new(), String::new()),
+    }
 }
 
 fn html_escape(s: &str) -> String {
@@ -279,17 +290,7 @@ pub fn html(rows: &[Row], header: &str) -> String {
     }
     h.push_str("</table><table><tr><th>mutant</th><th>line</th><th>rule</th><th>diff</th><th>outcome</th><th>by</th><th>cases</th></tr>");
     for r in rows.iter().filter(|r| r.outcome != Outcome::NotRun) {
-        let (by, cases) = match &r.outcome {
-            Outcome::Killed { op, property, case, message } => {
-                (format!("{op}: {property} — {}", message.lines().next().unwrap_or("")), (case + 1).to_string())
-            }
-            Outcome::Survived { cases } => (r.triage.clone().unwrap_or_default(), cases.to_string()),
-            Outcome::Crashed { detail } => (detail.clone(), String::new()),
-            Outcome::NoCompile { log } => {
-                (log.lines().find(|l| l.contains("error")).unwrap_or("").into(), String::new())
-            }
-            _ => (String::new(), String::new()),
-        };
+        let (by, cases) = verdict(r);
         let _ = write!(
             h,
             "<tr class=\"{}\"><td><code>{}</code></td><td>{}</td><td>{}</td><td><code>-{}<br>+{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
