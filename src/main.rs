@@ -291,8 +291,7 @@ fn main() -> ExitCode {
             })
         }
         Command::MutantCompile { ids } => {
-            for id in ids {
-                let line = bitparity::mutants::child::syntax_check(&id);
+            for line in bitparity::mutants::child::syntax_check(&ids) {
                 emit(&format!("{}\n", serde_json::to_string(&line).unwrap_or_default()));
             }
             Ok(0)

@@ -66,18 +66,22 @@ pub struct Line {
     pub outcome: Outcome,
 }
 
-/// NVRTC's front end on every kernel mutant `id` reaches: compiles or
-/// no-compile (crashed when the id names no mutant).
-pub fn syntax_check(id: &str) -> Line {
-    let outcome = match by_id(id) {
-        Err(detail) => Outcome::Crashed { detail },
-        Ok(m) => m
-            .kernels()
-            .into_iter()
-            .find_map(|k| compile(&m, k, nvrtc::CI_ARCH, nvrtc::Output::SyntaxOnly).err())
-            .map_or(Outcome::Compiles, |log| Outcome::NoCompile { log }),
-    };
-    Line { id: id.into(), outcome }
+/// NVRTC's front end on every kernel each mutant of `ids` reaches, a line
+/// each: compiles or no-compile (crashed when an id names no mutant). The
+/// mutants are generated once, not once per id.
+pub fn syntax_check(ids: &[String]) -> impl Iterator<Item = Line> + '_ {
+    let all: std::collections::HashMap<String, Mutant> = super::all().into_iter().map(|m| (m.id.clone(), m)).collect();
+    ids.iter().map(move |id| {
+        let outcome = match all.get(id) {
+            None => Outcome::Crashed { detail: format!("no mutant {id:?} in these sources") },
+            Some(m) => m
+                .kernels()
+                .into_iter()
+                .find_map(|k| compile(m, k, nvrtc::CI_ARCH, nvrtc::Output::SyntaxOnly).err())
+                .map_or(Outcome::Compiles, |log| Outcome::NoCompile { log }),
+        };
+        Line { id: id.clone(), outcome }
+    })
 }
 
 /// Runs the child: the verdict on mutant `ask.id`.
