@@ -604,6 +604,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_exact_values_f32_is_its_correct_rounding() {
+        // Num::to_f32 on Exact: an input comes back as itself (signed zeros,
+        // a subnormal, the largest finite), a sum rounds to nearest.
+        for x in [1.0f32, -0.0, 0.0, -2.5, f32::from_bits(1), f32::MAX, 1e-12] {
+            assert_eq!(Exact::input(x).to_f32().to_bits(), x.to_bits(), "{x:e}");
+        }
+        let third = with_precision(200, || Exact::input(1.0).div(&Exact::input(3.0)));
+        assert_eq!(third.to_f32(), 1.0f32 / 3.0, "1/3 rounded once");
+        let just_above_one = with_precision(200, || Exact::input(1.0).add(&Exact::input(2f32.powi(-30))));
+        assert_eq!(just_above_one.to_f32(), 1.0);
+    }
+
+    #[test]
     fn rounding_to_f32_is_correct_at_the_edges() {
         let v = |x: f64| Float::with_val(200, x);
         assert_eq!(round_to_f32(&v(1.0)), 1.0);

@@ -379,6 +379,25 @@ mod tests {
     use crate::profile::seqwise_loss::SeqwiseProfile;
 
     #[test]
+    fn an_undetermined_output_is_judged_and_counted_apart() {
+        // Two real outputs, both within their bounds; the second's exact
+        // rounding is marked undetermined: both are judged, the histogram
+        // holds one ratio and one undetermined.
+        use crate::op::Rows;
+        let computed = [1.0f32, 2.0];
+        let bounded = [Bounded { x: 1.0, err: 1e-3 }, Bounded { x: 2.0, err: 1e-3 }];
+        let exact = [Exact::input(1.0), Exact::input(2.0)];
+        fn group<N>(v: &[N]) -> Group<'_, N> {
+            Group { name: "y", rows: Rows::Global, cols: 2, values: Values::Real(v) }
+        }
+        let acc = Accuracy::of(&[group(&computed)], &[group(&bounded)], &[group(&exact)], &[1]);
+        assert_eq!(acc.judged, 2);
+        assert!(acc.outside.is_empty(), "{:?}", acc.outside);
+        assert_eq!(acc.histogram.undetermined, 1);
+        assert_eq!(acc.histogram.total(), 2);
+    }
+
+    #[test]
     fn an_exact_zero_gradient_reached_through_inexact_divisions_settles() {
         // One token, one expert, map [true], s = 3, g = 1: n = d = 3, c = [1],
         // f = 1/1 * 1 = 1, a = g f = 1, so grad = a/d + sgn(s) q with

@@ -261,6 +261,22 @@ mod tests {
     }
 
     #[test]
+    fn the_ops_gradient_check_checks_every_entry_it_can() {
+        // Through the Op trait, as the harness calls it: 3 x 4 = 12 entries
+        // (all of them, fewer than the 40 asked for), none at a kink; a NaN
+        // score makes its row's 4 entries have no derivative.
+        use crate::op::Op;
+        let c = sample_case(Objective::ProvidedMap { map: vec![true; 12] });
+        let r = SeqwiseLoss::check_gradient(&c, 40).unwrap();
+        assert_eq!((r.checked, r.kinks, r.nonfinite), (12, 0, 0));
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        let mut nan = c.clone();
+        nan.scores[5] = f32::NAN;
+        let r = SeqwiseLoss::check_gradient(&nan, 40).unwrap();
+        assert_eq!((r.checked, r.nonfinite), (8, 4), "{r:?}");
+    }
+
+    #[test]
     fn a_wrong_derivative_fails_the_check() {
         // Perturb the analytic side by checking against another case's
         // gradient: the criterion must reject it.

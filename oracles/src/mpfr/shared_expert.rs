@@ -319,3 +319,42 @@ pub fn gradient_entries(case: &SharedExpertCase, max: usize) -> Result<Vec<(usiz
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Layout;
+
+    /// T = 1, H = 2, F = 2: w1 column 0 holds `col` (gate rows 0..2, up
+    /// rows 2..4), column 1 holds 8.0 (so a step taken from the wrong column
+    /// shows).
+    fn case_with_column(col: [f32; 4]) -> SharedExpertCase {
+        SharedExpertCase {
+            t: 1,
+            h: 2,
+            f: 2,
+            layout: Layout::dense(2),
+            x: vec![1.0, 1.0],
+            w1: col.iter().flat_map(|&a| [a, 8.0]).collect(),
+            w2: vec![1.0; 4],
+            dy: vec![1.0, 1.0],
+        }
+    }
+
+    #[test]
+    fn the_step_exponent_is_one_above_the_largest_gate_weights_binade() {
+        // 2^e > every |gate weight| of the column: e = floor(log2 max|a|) + 1,
+        // written out by hand for each; the up rows (2, 3) do not count.
+        for (col, e) in [
+            ([1.0, 0.5, 0.0, 0.0], 1),
+            ([0.75, -0.25, 0.0, 0.0], 0),
+            ([-3.0, 1.0, 0.0, 0.0], 2),
+            ([0.0, 0.0, 0.0, 0.0], 0),
+            ([f32::from_bits(0x0001_0000), 0.0, 0.0, 0.0], 0),
+            ([0.5, 0.0, 64.0, -64.0], 0),
+        ] {
+            assert_eq!(step_exponent(&case_with_column(col), 0), e, "column {col:?}");
+        }
+        assert_eq!(step_exponent(&case_with_column([0.0; 4]), 1), 4, "column 1: |8| < 2^4");
+    }
+}
