@@ -111,6 +111,7 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
             let mut stats = RowStats {
                 not_applicable: row.not_applicable.clone(),
                 padding: row.padding.clone(),
+                clamp_tie: row.clamp_tie.clone(),
                 ..Default::default()
             };
             for (name, r) in parts {

@@ -116,6 +116,9 @@ pub(crate) fn measure(k: &crate::runner::RowKey, r: &crate::runner::RowStats) ->
 
 pub(crate) fn notes(r: &crate::runner::RowStats) -> String {
     let mut v = Vec::new();
+    if let Some(t) = &r.clamp_tie {
+        v.push(format!("judged under clamp_tie {t} (claimed)"));
+    }
     if r.near_ties > 0 {
         v.push(format!("{} near-tie rows", r.near_ties));
     }
@@ -260,6 +263,10 @@ pub struct JsonRow {
     /// `-`: docs/padding.md); empty in older summaries.
     #[serde(default)]
     pub padding: String,
+    /// The clamp tie rule the row's subject claims and was judged under on
+    /// every case; absent: each case's own rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clamp_tie: Option<String>,
 }
 
 /// A row's ratio histogram ([`RatioHistogram`]) in the JSON summary, with
@@ -412,6 +419,7 @@ impl JsonReport {
                 unavailable: r.unavailable,
                 unavailable_reason: r.unavailable_reason.clone(),
                 padding: r.padding.clone(),
+                clamp_tie: r.clamp_tie.clone(),
             })
             .collect();
         let ops = run

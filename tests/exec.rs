@@ -122,6 +122,43 @@ fn a_provider_is_judged_by_the_padding_rule_it_claims() {
     }
 }
 
+/// A provider of one clamp tie rule (`--tie`: it ignores the case's
+/// `clamp_tie`) passes conformance and gradient when its handshake claims
+/// that rule, whatever rule the generated cases carry; claiming none, it is
+/// caught on a case of the other rule at the tie, shrunk to one or two
+/// tokens. The rows say which rule judged.
+#[test]
+fn a_provider_of_one_clamp_tie_rule_is_judged_by_the_rule_it_claims() {
+    let run = |args: &str| {
+        let subject = format!("exec:{} {args}", provider("pure_seqwise_loss.py"));
+        let out = bitparity()
+            .args(["check", "--op", "seqwise_loss", "--cases", "40", "--seed", "8", "--quiet", "--no-save"])
+            .args(["--property", "conformance", "--property", "gradient", "--json", "-", "--subject"])
+            .arg(&subject)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (out, v, subject)
+    };
+    // Seed 8 holds clamp tie cases of both rules (the failing runs below
+    // check it, so the passing ones cannot pass vacuously).
+    for tie in ["strict", "inclusive"] {
+        let (out, v, subject) = run(&format!("--tie {tie}"));
+        assert_eq!(out.status.code(), Some(0), "{tie}: {}", text(&out));
+        for p in ["conformance", "gradient"] {
+            let r = row(&v, p, &subject);
+            assert_eq!((r["cases"].as_u64(), r["failures"].as_u64()), (Some(40), Some(0)), "{p}: {r}");
+            assert_eq!(r["clamp_tie"], tie, "{p}: {r}");
+        }
+        let (out, v, subject) = run(&format!("--tie {tie} --claim-tie case"));
+        assert_eq!(out.status.code(), Some(1), "{tie} claiming none: {}", text(&out));
+        let r = row(&v, "conformance", &subject);
+        assert!(r["failures"].as_u64().unwrap() > 0, "{r}");
+        assert!(r.get("clamp_tie").is_none(), "{r}");
+        assert!(text(&out).contains("shrunk to T=1") || text(&out).contains("shrunk to T=2"), "{}", text(&out));
+    }
+}
+
 #[test]
 fn a_planted_bug_is_caught_through_the_protocol() {
     let subject = format!("exec:{} --bug ignore-offset", provider("pure_seqwise_loss.py"));
@@ -374,6 +411,16 @@ fn bad_configs_and_commands_are_refused_with_the_reason() {
         (
             format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\nprofile='serial'\npadding='mask'\n"),
             "says it claims padding mask, its handshake claims skip",
+        ),
+        (
+            format!(
+                "[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\nprofile='serial'\nclamp_tie='strict'\n"
+            ),
+            "says it claims clamp_tie strict, its handshake claims none",
+        ),
+        (
+            format!("[[subject]]\nname='a'\ncommand='{pure}'\nop='seqwise_loss'\nprofile='serial'\nclamp_tie='both'\n"),
+            "clamp_tie \"both\"",
         ),
     ] {
         let out = check(&config, "a");

@@ -18,7 +18,7 @@ to its regression corpus.
     bitparity.serve(op="seqwise_loss", forward=forward, backward=backward)
 
 ``serve(op, forward, backward, profile=None, backend="auto", validate=True,
-padding="skip")``
+padding="skip", clamp_tie=None)``
 never returns until bitparity closes the pipe. While it serves, ``sys.stdout``
 and file descriptor 1 go to stderr: whatever the kernel prints (Python or C)
 cannot corrupt the stream; bitparity shows the last stderr lines when a
@@ -33,6 +33,14 @@ still the stream: a print there breaks the handshake, and bitparity says so.)
   or ``"mask"`` (native TorchTitan's: the row's terms are computed and
   multiplied by the 0/1 mask, so NaN/Inf there reach the loss and -0.0 its
   gradient). bitparity judges the kernel by the rule it claims.
+- ``clamp_tie``: the side of the clamp tie n == eps on which the kernel's
+  backward lets the gradient through (SPEC section 3), when it implements
+  one side only: ``"strict"`` (gate n > eps: PyTorch >= 2.15's
+  ``clamp_min``) or ``"inclusive"`` (n >= eps: PyTorch <= 2.11's). bitparity
+  then judges it on every case under that rule (the case's ``clamp_tie``
+  field is set to it). None: the kernel follows each case's ``clamp_tie``.
+  ``clamp_tie_of_torch()`` says which rule the installed PyTorch's
+  autograd implements.
 - ``backend``: how inputs are given to the functions. ``"torch"``: tensors on
   ``$BITPARITY_DEVICE`` (default ``cuda`` when available, else ``cpu``);
   ``"numpy"``: arrays; ``"python"``: plain lists and ``Strided`` views;
@@ -243,7 +251,19 @@ def _die_with_parent():
         pass
 
 
-def serve(op, forward, backward, profile=None, backend="auto", validate=True, padding="skip"):
+def clamp_tie_of_torch():
+    """The clamp tie rule of the installed PyTorch's autograd: ``"strict"``
+    when ``clamp_min``'s backward blocks the gradient at x == min (its
+    derivatives.yaml says ``self > min``), ``"inclusive"`` when it passes it
+    (``self >= min``). Measured, not looked up: the rule changed between
+    versions (reports/torch-subjects-2026-12-01)."""
+    import torch
+    x = torch.tensor([0.5], requires_grad=True)
+    x.clamp_min(0.5).sum().backward()
+    return "inclusive" if x.grad.item() == 1.0 else "strict"
+
+
+def serve(op, forward, backward, profile=None, backend="auto", validate=True, padding="skip", clamp_tie=None):
     """Serves ``op`` (``"seqwise_loss"``, ``"router"``, ``"shared_expert"``)
     to bitparity on stdin/stdout until it closes the pipe. See the module
     docstring for the functions' signatures."""
@@ -251,6 +271,8 @@ def serve(op, forward, backward, profile=None, backend="auto", validate=True, pa
         raise ValueError("unknown op %r (known: %s)" % (op, ", ".join(sorted(_ops.OPS))))
     if padding not in ("skip", "mask"):
         raise ValueError("padding must be skip or mask, not %r" % (padding,))
+    if clamp_tie not in (None, "strict", "inclusive"):
+        raise ValueError("clamp_tie must be strict, inclusive or None, not %r" % (clamp_tie,))
     spec = _ops.OPS[op]
     backend = _backend(backend)
     device = None
@@ -260,7 +282,7 @@ def serve(op, forward, backward, profile=None, backend="auto", validate=True, pa
     _die_with_parent()
     stream = _Stream()
     stream.write({"protocol": "bitparity", "version": PROTOCOL_VERSION, "ops": [op], "profile": profile,
-                  "padding": padding})
+                  "padding": padding, "clamp_tie": clamp_tie})
     functions = {"fwd": forward, "bwd": backward}
     while True:
         try:

@@ -14,7 +14,8 @@ valid rows. The backward is autograd's of sum(weights * gw), plus g * the
 fused seqwise_loss (ProvidedMap, this router's map) when the case has one.
 Selections are torch.topk's (ties and NaN as PyTorch orders them). The
 fused loss masks padding tokens as TorchTitan does (a product with the 0/1
-mask): it claims the ``mask`` padding rule (docs/padding.md).
+mask): it claims the ``mask`` padding rule (docs/padding.md), and the clamp
+tie rule of the installed PyTorch's autograd (torch_seqwise_loss.py).
 """
 import os
 import sys
@@ -66,4 +67,5 @@ def backward(case):
 
 
 if __name__ == "__main__":
-    bitparity.serve(op="router", forward=forward, backward=backward, backend="torch", padding="mask")
+    bitparity.serve(op="router", forward=forward, backward=backward, backend="torch", padding="mask",
+                    clamp_tie=bitparity.clamp_tie_of_torch())

@@ -14,8 +14,11 @@ NaN, and autograd gives the padding row g * f * 0 through p; ProvidedMap:
 UnbiasedTopK: ``scores / (scores.sum(1) + 1e-20)`` and ``torch.topk`` of each
 valid row; c_e the map's column sums, f_e = c_e / max(C, eps) * E, P_e the
 column sums of p, raw = sum(f * P). The backward is autograd's, of
-``g * raw`` (the clamp tie is PyTorch's own: ``case.clamp_tie`` is not
-emulated). The scores are read through the case's strided view (offset 1..3
+``g * raw``; at the clamp tie (n == eps) it lets the gradient through or
+not as the installed PyTorch's ``clamp_min`` backward does (``>=`` in 2.11,
+``>`` in 2.15), so the provider measures that once and claims the rule in
+its handshake (``clamp_tie``): bitparity judges it under that rule, whatever
+the case's ``clamp_tie`` says. The scores are read through the case's strided view (offset 1..3
 is a misaligned view, as a PyTorch slice gives).
 """
 import os
@@ -74,4 +77,5 @@ def backward(case):
 
 
 if __name__ == "__main__":
-    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, backend="torch", padding="mask")
+    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, backend="torch", padding="mask",
+                    clamp_tie=bitparity.clamp_tie_of_torch())

@@ -7,6 +7,7 @@
 //! op = "seqwise_loss"
 //! profile = "serial"                       # optional: absent = claims none
 //! padding = "mask"                         # optional: "skip" (default) or "mask" (docs/padding.md)
+//! clamp_tie = "inclusive"                  # optional: "strict" or "inclusive"; absent = each case's
 //! env = { BITPARITY_DEVICE = "cuda:1" }    # optional
 //! timeout_s = 30                           # optional, default 60
 //! ```
@@ -15,6 +16,7 @@
 //! or one that shadows a built-in subject is an error naming the file, never
 //! a silently different subject.
 
+use oracles::case::seqwise_loss::ClampTie;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +38,9 @@ pub struct NamedSubject {
     /// The padding rule it claims (absent: `skip`); its handshake must say
     /// the same.
     pub padding: oracles::padding::PaddingRule,
+    /// The clamp tie rule it implements (absent: it follows each case's);
+    /// its handshake must say the same.
+    pub clamp_tie: Option<ClampTie>,
     pub env: BTreeMap<String, String>,
     pub timeout: Duration,
 }
@@ -92,6 +97,7 @@ struct RawSubject {
     op: String,
     profile: Option<String>,
     padding: Option<String>,
+    clamp_tie: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     timeout_s: Option<f64>,
@@ -141,12 +147,20 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
             Some(r) => oracles::padding::PaddingRule::by_name(r)
                 .ok_or_else(|| format!("{at}: padding {r:?}: \"skip\" or \"mask\" (docs/padding.md)"))?,
         };
+        let clamp_tie =
+            match s.clamp_tie.as_deref() {
+                None => None,
+                Some(t) => Some(ClampTie::by_name(t).ok_or_else(|| {
+                    format!("{at}: clamp_tie {t:?}: \"strict\" or \"inclusive\" (absent: each case's)")
+                })?),
+            };
         subjects.push(NamedSubject {
             name: s.name,
             command,
             op: s.op,
             profile: s.profile,
             padding,
+            clamp_tie,
             env: s.env,
             timeout,
         });

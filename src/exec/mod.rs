@@ -19,6 +19,7 @@ pub mod shared_expert;
 
 use crate::subject::ResolveError;
 use crate::subject::{Subject, SubjectError, SubjectKind, SubjectRef};
+use oracles::case::seqwise_loss::ClampTie;
 use oracles::op::{Op, Profile};
 use oracles::padding::PaddingRule;
 use process::{Broken, Buffer, Child, Expected, Hello, Refusal, Request, Spawn};
@@ -152,6 +153,10 @@ pub struct ExecSpec {
     /// The padding rule `bitparity.toml` says it claims (absent there:
     /// `skip`); `None` for `exec:`, where the handshake alone says.
     pub configured_padding: Option<PaddingRule>,
+    /// The clamp tie rule `bitparity.toml` says it implements (absent
+    /// there: each case's); `None` for `exec:`, where the handshake alone
+    /// says.
+    pub configured_clamp_tie: Option<Option<ClampTie>>,
 }
 
 /// An external program as a subject of op `O`.
@@ -223,6 +228,10 @@ impl<O: Op + Wire> Subject<O> for ExecSubject<O> {
     fn padding(&self) -> PaddingRule {
         self.hello.padding
     }
+    /// What its handshake claimed (checked against `bitparity.toml`).
+    fn clamp_tie(&self) -> Option<ClampTie> {
+        self.hello.clamp_tie
+    }
     fn kind(&self) -> SubjectKind {
         SubjectKind::External
     }
@@ -259,6 +268,7 @@ pub fn spec_of(name: &str) -> Option<Result<(ExecSpec, String), String>> {
             spawn: Spawn { argv, env: Vec::new(), timeout },
             configured_profile: None,
             configured_padding: None,
+            configured_clamp_tie: None,
         };
         return Some(Ok((spec, String::new())));
     }
@@ -272,6 +282,7 @@ pub fn spec_of(name: &str) -> Option<Result<(ExecSpec, String), String>> {
         },
         configured_profile: Some(s.profile.clone()),
         configured_padding: Some(s.padding),
+        configured_clamp_tie: Some(s.clamp_tie),
     };
     Some(Ok((spec, s.op.clone())))
 }
@@ -367,6 +378,16 @@ pub fn resolve<O: Op + Wire>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, Re
             return Some(Err(ResolveError::Unknown(format!(
                 "subject {name}: bitparity.toml says it claims padding {configured}, its handshake claims {}",
                 hello.padding
+            ))));
+        }
+    }
+    if let Some(configured) = spec.configured_clamp_tie {
+        if configured != hello.clamp_tie {
+            let say = |t: Option<ClampTie>| t.map_or("none (each case's)", ClampTie::name);
+            return Some(Err(ResolveError::Unknown(format!(
+                "subject {name}: bitparity.toml says it claims clamp_tie {}, its handshake claims {}",
+                say(configured),
+                say(hello.clamp_tie)
             ))));
         }
     }

@@ -12,6 +12,7 @@
 //! then the raw buffers the header lists) and checks their sizes against
 //! what the caller expects before allocating anything.
 
+use oracles::case::seqwise_loss::ClampTie;
 use serde_json::{Map, Value};
 use std::collections::{BTreeSet, VecDeque};
 use std::io::{Read, Write};
@@ -138,6 +139,10 @@ pub struct Hello {
     /// The padding rule it claims (`"padding"`: `"skip"` or `"mask"`;
     /// absent or null: `skip`, SPEC's).
     pub padding: oracles::padding::PaddingRule,
+    /// The clamp tie rule it implements (`"clamp_tie"`: `"strict"` or
+    /// `"inclusive"`), when one only; absent or null: it follows each
+    /// case's `clamp_tie`.
+    pub clamp_tie: Option<ClampTie>,
 }
 
 /// A reply that is not outputs: the child's own typed error.
@@ -341,7 +346,15 @@ impl Child {
                 .ok_or_else(|| format!("`padding` must be \"skip\" or \"mask\", not {r:?}"))?,
             Some(v) => return Err(format!("`padding` must be \"skip\" or \"mask\", not {v}")),
         };
-        Ok(Hello { ops, profile, padding })
+        let clamp_tie = match h.get("clamp_tie") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(t)) => Some(
+                ClampTie::by_name(t)
+                    .ok_or_else(|| format!("`clamp_tie` must be \"strict\", \"inclusive\" or null, not {t:?}"))?,
+            ),
+            Some(v) => return Err(format!("`clamp_tie` must be \"strict\", \"inclusive\" or null, not {v}")),
+        };
+        Ok(Hello { ops, profile, padding, clamp_tie })
     }
 
     /// Sends `req` and reads the reply: outputs exactly as `expected` lists

@@ -10,7 +10,6 @@
 //! (the gradient of the logits), all dense row-major.
 
 use super::process::{Buffer, Dtype, Expected, Request};
-use super::seqwise_loss::clamp_tie;
 use super::{expect, header, place, Dir, Wire};
 use oracles::case::router::{RouterBackward, RouterCase, RouterForward};
 use oracles::op::router::Router;
@@ -20,7 +19,7 @@ impl Wire for Router {
     fn encode(c: &RouterCase, _dir: Dir) -> Result<Request, String> {
         let loss = match &c.loss {
             None => Value::Null,
-            Some(l) => header(vec![("clamp_tie", clamp_tie(l.clamp_tie).into()), ("g", l.g.to_bits().into())]).into(),
+            Some(l) => header(vec![("clamp_tie", l.clamp_tie.name().into()), ("g", l.g.to_bits().into())]).into(),
         };
         let fields = vec![
             ("t", Value::from(c.t)),

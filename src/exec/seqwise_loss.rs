@@ -11,7 +11,7 @@
 
 use super::process::{Buffer, Dtype, Expected, Request};
 use super::{expect, header, place, Dir, Wire};
-use oracles::case::seqwise_loss::{ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
+use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use serde_json::Value;
 
@@ -27,7 +27,7 @@ impl Wire for SeqwiseLoss {
             ("offset", c.layout.offset.into()),
             ("row_stride", c.layout.row_stride.into()),
             ("objective", objective.into()),
-            ("clamp_tie", clamp_tie(c.clamp_tie).into()),
+            ("clamp_tie", c.clamp_tie.name().into()),
             ("g", c.g.to_bits().into()),
         ];
         if let Some(k) = k {
@@ -63,13 +63,5 @@ impl Wire for SeqwiseLoss {
     fn decode_bwd(_c: &SeqwiseCase, bufs: Vec<Buffer>) -> Result<SeqwiseBackward<f32>, String> {
         let [grad] = <[Buffer; 1]>::try_from(bufs).map_err(|b| format!("{} outputs", b.len()))?;
         Ok(SeqwiseBackward { grad: grad.to_f32() })
-    }
-}
-
-/// The wire name of a clamp tie (as in corpus entries).
-pub fn clamp_tie(c: ClampTie) -> &'static str {
-    match c {
-        ClampTie::Strict => "strict",
-        ClampTie::Inclusive => "inclusive",
     }
 }

@@ -261,7 +261,15 @@ pub fn judge<O: Harness>(
     case: &O::Case,
     refs: &mut References<O>,
 ) -> Judgement {
-    match property {
+    // A subject of one clamp tie rule is judged on the case under its rule
+    // (the references are per case and rule, so they are not shared).
+    let claimed = s.clamp_tie().and_then(|t| O::with_clamp_tie(case, t)).filter(|c| c != case);
+    let mut own = References::default();
+    let (case, refs) = match &claimed {
+        Some(c) => (c, &mut own),
+        None => (case, refs),
+    };
+    let mut j = match property {
         Property::Conformance => conformance(s, case),
         Property::Accuracy => accuracy(s, case, refs),
         Property::Gradient => gradient(s, case, refs),
@@ -270,7 +278,12 @@ pub fn judge<O: Harness>(
         Property::Padding => metamorphic(s, case, Metamorphic::Padding),
         Property::OffsetStride => metamorphic(s, case, Metamorphic::OffsetStride),
         Property::BatchInvariance => metamorphic(s, case, Metamorphic::BatchInvariance),
+    };
+    // The stored case keeps its own rule: the message says which one judged.
+    if let (Some(m), Some(t)) = (&mut j.failure, claimed.as_ref().and(s.clamp_tie())) {
+        m.push_str(&format!(" (judged under clamp_tie {}, the subject's claim)", t.name()));
     }
+    j
 }
 
 /// Bitwise equality with the profile oracle of the subject's profile, under

@@ -135,6 +135,9 @@ pub struct RowStats {
     /// docs/padding.md), `-` where the op has no padding rows or the row
     /// judges no subject (`mpfr`). Empty in a row built by hand.
     pub padding: String,
+    /// The clamp tie rule the subject implements and was judged under on
+    /// every case (`Subject::clamp_tie`); `None`: each case's own.
+    pub clamp_tie: Option<String>,
 }
 
 /// The number of power-of-two bins of a dimension's sizes: bin b holds the
@@ -329,7 +332,8 @@ pub fn rows_for<O: Harness>(subjects: &[SubjectRef<O>], properties: &[Property])
             let histogram = (matches!(p, Property::Accuracy | Property::Gradient) && not_applicable.is_none())
                 .then(RatioHistogram::default);
             let padding = padding_name(s);
-            rows.insert(key, RowStats { not_applicable, histogram, padding, ..Default::default() });
+            let clamp_tie = s.clamp_tie().map(|t| t.name().to_string());
+            rows.insert(key, RowStats { not_applicable, histogram, padding, clamp_tie, ..Default::default() });
         }
         if p == Property::Gradient {
             let key = RowKey { op: O::NAME.into(), property: p, profile: "-".into(), subject: MPFR_SUBJECT.into() };

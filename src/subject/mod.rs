@@ -3,6 +3,7 @@
 
 pub mod cuda;
 
+use oracles::case::seqwise_loss::ClampTie;
 use oracles::op::{self, Op};
 use oracles::padding::PaddingRule;
 use std::fmt;
@@ -65,6 +66,13 @@ pub trait Subject<O: Op>: Send + Sync {
     fn padding(&self) -> PaddingRule {
         PaddingRule::Skip
     }
+    /// The clamp tie rule it implements, when it implements one only
+    /// (`Op::with_clamp_tie`): every property judges it on each case with
+    /// the case's `clamp_tie` set to this. `None` (every built-in subject):
+    /// it follows each case's own rule.
+    fn clamp_tie(&self) -> Option<ClampTie> {
+        None
+    }
     fn kind(&self) -> SubjectKind;
     fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError>;
     fn backward(&self, case: &O::Case) -> Result<O::Bwd<f32>, SubjectError>;
@@ -119,6 +127,9 @@ impl<O: Op> Subject<O> for AnyOrderSubject<O> {
     }
     fn padding(&self) -> PaddingRule {
         self.0.padding()
+    }
+    fn clamp_tie(&self) -> Option<ClampTie> {
+        self.0.clamp_tie()
     }
     fn kind(&self) -> SubjectKind {
         self.0.kind()

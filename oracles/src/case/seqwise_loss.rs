@@ -35,6 +35,21 @@ pub enum ClampTie {
     Inclusive,
 }
 
+impl ClampTie {
+    /// Its name in corpus entries, on the wire and in `bitparity.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClampTie::Strict => "strict",
+            ClampTie::Inclusive => "inclusive",
+        }
+    }
+
+    /// The rule a name stands for.
+    pub fn by_name(name: &str) -> Option<ClampTie> {
+        [ClampTie::Strict, ClampTie::Inclusive].into_iter().find(|t| t.name() == name)
+    }
+}
+
 pub use super::{Layout, MAX_OFFSET};
 
 /// One input of `seqwise_loss`. Scores are kept logically (T x E, row-major);

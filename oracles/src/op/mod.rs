@@ -10,6 +10,7 @@ pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
 
+use crate::case::seqwise_loss::ClampTie;
 use crate::num::Num;
 use crate::padding::PaddingRule;
 use serde::de::DeserializeOwned;
@@ -142,6 +143,15 @@ pub trait Op: Sized + Send + Sync + 'static {
     /// `shared_expert` has none: every token is computed, and both padding
     /// rules are the same op).
     const HAS_PADDING: bool = true;
+
+    /// `case` with its clamp tie rule (SPEC section 3's `clamp_tie`, the
+    /// side of n == eps the gradient gate opens on) set to `tie`: what a
+    /// subject that implements one rule only is judged on. `None`: the op
+    /// has no clamp (`shared_expert`).
+    fn with_clamp_tie(case: &Self::Case, tie: ClampTie) -> Option<Self::Case> {
+        let _ = (case, tie);
+        None
+    }
 
     /// The forward on any value type under padding rule `rule`
     /// ([`crate::padding`]); `imposed` replaces the decisions the value type

@@ -1,7 +1,8 @@
 //! `router` (SPEC section 4) as an [`Op`].
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
-use crate::case::router::{RouterBackward, RouterCase, RouterError, RouterForward};
+use crate::case::router::{FusedLoss, RouterBackward, RouterCase, RouterError, RouterForward};
+use crate::case::seqwise_loss::ClampTie;
 use crate::mpfr::router::{check_gradient, gradient_entries};
 use crate::num::Num;
 use crate::padding::PaddingRule;
@@ -23,6 +24,12 @@ impl Op for Router {
 
     fn validate(case: &RouterCase) -> Result<(), RouterError> {
         case.validate()
+    }
+
+    /// The fused loss's rule; a case without the loss has no clamp to tie.
+    fn with_clamp_tie(case: &RouterCase, tie: ClampTie) -> Option<RouterCase> {
+        let loss = case.loss.map(|l| FusedLoss { clamp_tie: tie, ..l });
+        Some(RouterCase { loss, ..case.clone() })
     }
 
     fn dims(case: &RouterCase) -> Vec<(&'static str, usize)> {

@@ -1,7 +1,7 @@
 //! `seqwise_loss` (SPEC section 3) as an [`Op`].
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
-use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
+use crate::case::seqwise_loss::{ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
 use crate::mpfr::seqwise_loss::{check_gradient, gradient_entries};
 use crate::num::Num;
 use crate::padding::PaddingRule;
@@ -22,6 +22,10 @@ impl Op for SeqwiseLoss {
 
     fn validate(case: &SeqwiseCase) -> Result<(), SeqwiseError> {
         case.validate()
+    }
+
+    fn with_clamp_tie(case: &SeqwiseCase, tie: ClampTie) -> Option<SeqwiseCase> {
+        Some(SeqwiseCase { clamp_tie: tie, ..case.clone() })
     }
 
     fn dims(case: &SeqwiseCase) -> Vec<(&'static str, usize)> {

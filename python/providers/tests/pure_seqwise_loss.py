@@ -35,6 +35,12 @@ UNAVAILABLE_ODD = "--unavailable-odd" in sys.argv
 # one computed (a subject that claims the wrong rule must fail).
 MASK = "--mask" in sys.argv
 CLAIM = sys.argv[sys.argv.index("--claim") + 1] if "--claim" in sys.argv else ("mask" if MASK else "skip")
+# `--tie strict|inclusive` computes that clamp tie rule whatever the case's
+# `clamp_tie` (a kernel of one rule) and claims it; `--claim-tie
+# strict|inclusive|case` announces another claim (`case`: none, it follows
+# each case's rule).
+TIE = sys.argv[sys.argv.index("--tie") + 1] if "--tie" in sys.argv else None
+CLAIM_TIE = sys.argv[sys.argv.index("--claim-tie") + 1] if "--claim-tie" in sys.argv else (TIE or "case")
 # `--slow S` sleeps S seconds in each forward (a slow subject: shrinking one
 # of its failures takes minutes, and SIGINT must not wait for it).
 SLOW = float(sys.argv[sys.argv.index("--slow") + 1]) if "--slow" in sys.argv else 0.0
@@ -110,7 +116,7 @@ def denominator(case, row):
         return r(serial(row) + EPS2), None
     n = serial([abs(x) for x in row])
     d = EPS if n < EPS else n  # NaN keeps its norm
-    gate = n > EPS if case.clamp_tie == "strict" else n >= EPS
+    gate = n > EPS if (TIE or case.clamp_tie) == "strict" else n >= EPS
     return d, gate
 
 
@@ -161,4 +167,4 @@ def backward(case):
 
 if __name__ == "__main__":
     bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, profile="serial", backend="python",
-                    padding=CLAIM)
+                    padding=CLAIM, clamp_tie=None if CLAIM_TIE == "case" else CLAIM_TIE)
