@@ -124,3 +124,26 @@ pub(crate) fn upper_abs(v: &Iv) -> Float {
         b
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(lo: f32, hi: f32) -> Iv {
+        Iv { lo: Float::with_val(FD_PREC, lo), hi: Float::with_val(FD_PREC, hi) }
+    }
+
+    #[test]
+    fn a_divisor_must_exclude_zero_its_ends_included() {
+        // 1 / [0, 2] and 1 / [-2, 0] have no enclosure (the quotient is
+        // unbounded at the zero end): NaN, as documented. 1 / [1, 2] is
+        // [1/2, 1] and 1 / [-2, -1] is [-1, -1/2], exactly.
+        assert!(Iv::of(1.0).div(&iv(0.0, 2.0)).is_nan());
+        assert!(Iv::of(1.0).div(&iv(-2.0, 0.0)).is_nan());
+        assert!(iv(1.0, 1.0).div(&iv(-0.0, 0.0)).is_nan());
+        let q = Iv::of(1.0).div(&iv(1.0, 2.0));
+        assert_eq!((q.lo.to_f64(), q.hi.to_f64()), (0.5, 1.0));
+        let q = Iv::of(1.0).div(&iv(-2.0, -1.0));
+        assert_eq!((q.lo.to_f64(), q.hi.to_f64()), (-1.0, -0.5));
+    }
+}
