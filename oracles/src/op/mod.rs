@@ -236,3 +236,30 @@ mod group_tests {
         assert!(g(Values::Int(vec![])).is_empty());
     }
 }
+
+#[cfg(test)]
+mod profile_name_tests {
+    use super::*;
+    use crate::op::router::Router;
+    use crate::op::seqwise_loss::SeqwiseLoss;
+    use crate::op::shared_expert::SharedExpert;
+
+    fn names<O: Op>() -> Vec<String> {
+        O::profiles().iter().map(|p| p.name().to_string()).collect()
+    }
+
+    #[test]
+    fn every_op_names_its_profiles_as_corpus_entries_and_subjects_do() {
+        // The names are stored in corpus entries and name subjects
+        // (`oracle:serial`): written out here, not read from the code.
+        assert_eq!(names::<SeqwiseLoss>(), ["serial", "warp32-chunk64"]);
+        assert_eq!(names::<Router>(), ["serial", "warp32"]);
+        assert_eq!(names::<SharedExpert>(), ["serial"]);
+        for n in ["serial", "warp32"] {
+            let p = crate::profile::router::RouterProfile::by_name(n).unwrap();
+            assert_eq!(p.name(), n);
+        }
+        assert_eq!(SeqwiseLoss::any_order_profile().name(), "any-order");
+        assert_eq!(Router::any_order_profile().name(), "any-order");
+    }
+}
