@@ -206,3 +206,45 @@ fn a_sum_that_some_order_overflows_has_no_bound_and_nan_is_determined() {
     let both = [f32::NEG_INFINITY, f32::INFINITY, 2.0].map(AnyOrder::input);
     assert!(ReductionOrder::Any.reduce(&both).x.is_nan());
 }
+
+/// The any-order run's admissible value (`AnyOrder::x`: serial sums, no
+/// contraction) is the serial profile's own result, bit for bit, on signed
+/// scores (the provided map's denominator is a sum of |s|): the two
+/// profiles differ only in the orders they admit (tests/router.rs has the
+/// router's). A mutant that left `x` as it was in `AnyOrder::abs` lived
+/// without this.
+#[test]
+fn the_seqwise_any_order_runs_admissible_value_is_the_serial_profiles_result() {
+    use oracles::case::seqwise_loss::{Objective, SeqwiseCase};
+    use oracles::op::seqwise_loss::SeqwiseLoss;
+    use oracles::op::{backward, forward, Op, Values};
+    use oracles::padding::PaddingRule;
+    use oracles::profile::seqwise_loss::SeqwiseProfile;
+    let reals = |g: &[oracles::op::Group<f32>]| -> Vec<u32> {
+        g.iter()
+            .flat_map(|g| if let Values::Real(v) = &g.values { v.to_vec() } else { vec![] })
+            .map(f32::to_bits)
+            .collect()
+    };
+    let xs = |g: &[oracles::op::Group<AnyOrder>]| -> Vec<u32> {
+        g.iter()
+            .flat_map(|g| if let Values::Real(v) = &g.values { v.to_vec() } else { vec![] })
+            .map(|a| a.x.to_bits())
+            .collect()
+    };
+    let (serial, any) = (SeqwiseProfile::serial(), SeqwiseLoss::any_order_profile());
+    let mut rng = Rng(7);
+    for trial in 0..20 {
+        let (t, e) = (1 + rng.below(6), 1 + rng.below(9));
+        let scores: Vec<f32> = (0..t * e).map(|_| rng.value()).collect();
+        let map = (0..t * e).map(|_| rng.below(2) == 0).collect();
+        let mut c = SeqwiseCase::dense(t, e, scores, Objective::ProvidedMap { map });
+        c.g = rng.value();
+        let f = forward::<SeqwiseLoss>(&c, &serial).unwrap();
+        let a = SeqwiseLoss::forward_under::<AnyOrder>(&c, &any, PaddingRule::Skip, None).unwrap().out;
+        assert_eq!(reals(&SeqwiseLoss::fwd_groups(&c, &f)), xs(&SeqwiseLoss::fwd_groups(&c, &a)), "trial {trial}");
+        let b = backward::<SeqwiseLoss>(&c, &serial).unwrap();
+        let a = SeqwiseLoss::backward_under::<AnyOrder>(&c, &any, PaddingRule::Skip, None).unwrap().out;
+        assert_eq!(reals(&SeqwiseLoss::bwd_groups(&c, &b)), xs(&SeqwiseLoss::bwd_groups(&c, &a)), "trial {trial}");
+    }
+}

@@ -557,3 +557,44 @@ fn storage_lays_the_logits_out_as_the_layout_says() {
     let dense = RouterCase { layout: Layout::dense(c.e), ..c };
     assert_eq!(bits(&dense.storage(gap)), bits(&dense.logits));
 }
+
+/// The real outputs of some groups, as bits (AnyOrder: its admissible value
+/// `x`), and the integer ones.
+fn group_bits<N>(groups: &[oracles::op::Group<N>], x: impl Fn(&N) -> f32) -> Vec<(Vec<u32>, Vec<i64>)> {
+    use oracles::op::Values;
+    groups
+        .iter()
+        .map(|g| match &g.values {
+            Values::Real(v) => (v.iter().map(|n| x(n).to_bits()).collect(), vec![]),
+            Values::Int(v) => (vec![], v.clone()),
+        })
+        .collect()
+}
+
+/// The any-order run's admissible value (`AnyOrder::x`: serial sums, no
+/// contraction) is the serial profile's own f32 result, bit for bit, forward
+/// and backward: the two profiles differ only in the orders they admit. (A
+/// mutant that left `x` un-negated in `AnyOrder::neg` lived without this.)
+#[test]
+fn the_any_order_runs_admissible_value_is_the_serial_profiles_result() {
+    use oracles::any_order::AnyOrder;
+    use oracles::padding::PaddingRule;
+    let (serial, any) = (RouterProfile::serial(), Router::any_order_profile());
+    for i in 0..21 {
+        let c = varied(i, i % 2 == 1);
+        let f = forward::<Router>(&c, &serial).unwrap();
+        let a = Router::forward_under::<AnyOrder>(&c, &any, PaddingRule::Skip, None).unwrap().out;
+        assert_eq!(
+            group_bits(&Router::fwd_groups(&c, &f), |v| *v),
+            group_bits(&Router::fwd_groups(&c, &a), |v| v.x),
+            "case {i} forward"
+        );
+        let b = backward::<Router>(&c, &serial).unwrap();
+        let a = Router::backward_under::<AnyOrder>(&c, &any, PaddingRule::Skip, None).unwrap().out;
+        assert_eq!(
+            group_bits(&Router::bwd_groups(&c, &b), |v| *v),
+            group_bits(&Router::bwd_groups(&c, &a), |v| v.x),
+            "case {i} backward"
+        );
+    }
+}
