@@ -263,3 +263,56 @@ mod profile_name_tests {
         assert_eq!(Router::any_order_profile().name(), "any-order");
     }
 }
+
+#[cfg(test)]
+mod clamp_tie_tests {
+    use super::*;
+    use crate::case::router::{FusedLoss, RouterCase};
+    use crate::case::seqwise_loss::{Objective, SeqwiseCase};
+    use crate::case::Layout;
+    use crate::op::router::Router;
+    use crate::op::seqwise_loss::SeqwiseLoss;
+    use crate::op::shared_expert::SharedExpert;
+
+    #[test]
+    fn with_clamp_tie_sets_the_rule_and_nothing_else() {
+        let mut s = SeqwiseCase::dense(1, 2, vec![0.5, 0.25], Objective::ProvidedMap { map: vec![true, false] });
+        s.g = 0.75;
+        for tie in [ClampTie::Strict, ClampTie::Inclusive] {
+            let got = SeqwiseLoss::with_clamp_tie(&s, tie).unwrap();
+            assert_eq!(got, SeqwiseCase { clamp_tie: tie, ..s.clone() });
+        }
+        let mut r = RouterCase {
+            t: 1,
+            e: 2,
+            layout: Layout::dense(2),
+            logits: vec![0.5, -0.5],
+            bias: vec![0.0; 2],
+            groups: 1,
+            topk_groups: 1,
+            k: 1,
+            route_scale: 1.0,
+            route_norm: true,
+            padding: None,
+            gw: vec![1.0],
+            loss: None,
+        };
+        // No fused loss: no clamp, the case unchanged.
+        assert_eq!(Router::with_clamp_tie(&r, ClampTie::Inclusive).unwrap(), r);
+        r.loss = Some(FusedLoss { clamp_tie: ClampTie::Strict, g: 0.5 });
+        let got = Router::with_clamp_tie(&r, ClampTie::Inclusive).unwrap();
+        assert_eq!(got.loss, Some(FusedLoss { clamp_tie: ClampTie::Inclusive, g: 0.5 }));
+        assert_eq!(RouterCase { loss: r.loss, ..got }, r);
+        let x = crate::case::shared_expert::SharedExpertCase {
+            t: 1,
+            h: 1,
+            f: 1,
+            layout: Layout::dense(1),
+            x: vec![1.0],
+            w1: vec![1.0, 1.0],
+            w2: vec![1.0],
+            dy: vec![1.0],
+        };
+        assert!(SharedExpert::with_clamp_tie(&x, ClampTie::Strict).is_none(), "shared_expert has no clamp");
+    }
+}
