@@ -379,6 +379,23 @@ mod tests {
     use crate::profile::seqwise_loss::SeqwiseProfile;
 
     #[test]
+    fn an_ambiguous_gate_judges_nothing_and_counts_every_output_undetermined() {
+        // n = a + b + c: (a + b) + c rounds to eps + 1 ulp, (a + c) + b to
+        // eps exactly (found by trying every order in f32), so the strict
+        // gate n > eps is closed in one admissible order and open in
+        // another: a subject that claims no profile may take either, and
+        // none of its 3 gradients can be judged.
+        let (a, b, c) = (f32::from_bits(0x2b0c_bcbf), f32::from_bits(0x2b0c_bccc), f32::from_bits(0x2154_0000));
+        let case = SeqwiseCase::dense(1, 3, vec![a, b, c], Objective::ProvidedMap { map: vec![true, true, true] });
+        let r = BackwardReference::<SeqwiseLoss, AnyOrder>::any_order(&case).unwrap();
+        assert!(r.ambiguous > 0);
+        let serial = crate::op::backward::<SeqwiseLoss>(&case, &SeqwiseProfile::serial()).unwrap();
+        let acc = r.judge(&case, &serial);
+        assert_eq!((acc.judged, acc.undetermined), (0, 3), "{acc:?}");
+        assert!(acc.outside.is_empty());
+    }
+
+    #[test]
     fn an_undetermined_output_is_judged_and_counted_apart() {
         // Two real outputs, both within their bounds; the second's exact
         // rounding is marked undetermined: both are judged, the histogram
