@@ -14,6 +14,10 @@
 //! rows alone (batch invariance makes that a check of the full batch's
 //! rows): a shape that does not conform gets no timing and the bench fails.
 //!
+//! `graph f+b`: the forward and backward captured in one CUDA graph and
+//! replayed five times a timing (the mean), as benches/torch_shared_expert.py
+//! times PyTorch: the host's submission latency does not count.
+//!
 //! Usage: gpu_shared_expert [--json PATH] [--iters N] [--warmup N]
 //!        [--only T] [--quick] [--no-check] (--quick: T = 2048 at H = 4096
 //!        only; --no-check: time without the oracle check, for tuning)
@@ -27,9 +31,11 @@ use oracles::op::{self, shared_expert::SharedExpert};
 use oracles::profile::shared_expert::SharedExpertProfile;
 
 /// (T, H, F).
-const SHAPES: [(usize, usize, usize); 8] = [
+const SHAPES: [(usize, usize, usize); 10] = [
     (2048, 4096, 2048),
     (1, 4096, 2048),
+    (16, 4096, 2048),
+    (256, 4096, 2048),
     (128, 4096, 2048),
     (1000, 4096, 2048),
     (4096, 4096, 2048),
@@ -132,11 +138,12 @@ fn main() {
             dev.info.name, dev.info.multiprocessors
         );
         println!(
-            "{:>18} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  {:>42}  check",
+            "{:>18} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  {:>42}  check",
             "T x H x F",
             "fwd ms",
             "bwd ms",
             "f+b ms",
+            "graph f+b",
             "fwd TF",
             "bwd TF",
             "f+b TF",
@@ -152,7 +159,7 @@ fn main() {
             let mismatch = if no_check { None } else { check(&cuda, &c)? };
             let thf = (t * h * f) as f64;
             let mut dc = cuda.upload(&c).map_err(e)?;
-            let (mut fwd, mut bwd, mut both) = (f64::NAN, f64::NAN, f64::NAN);
+            let (mut fwd, mut bwd, mut both, mut graph) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
             let mut steps = Vec::new();
             if mismatch.is_none() {
                 // Fewer iterations where one pass takes long.
@@ -163,6 +170,20 @@ fn main() {
                     dev.time_us(warmup, n, || {
                         dc.launch_forward()?;
                         dc.launch_backward()
+                    })
+                    .map_err(e)?,
+                ) / 1e3;
+                // The pass replayed from a CUDA graph, five replays a timing
+                // (as the PyTorch side is timed: benches/torch_shared_expert.py).
+                let g = dev
+                    .capture(|| {
+                        dc.launch_forward()?;
+                        dc.launch_backward()
+                    })
+                    .map_err(e)?;
+                graph = median(
+                    dev.time_batched_us(warmup, n, 5, || {
+                        g.launch().map_err(|x| SubjectError::Device(format!("graph launch: {x}")))
                     })
                     .map_err(e)?,
                 ) / 1e3;
@@ -178,7 +199,7 @@ fn main() {
             };
             let ks: Vec<String> = steps.iter().map(|s| format!("{s:.3}")).collect();
             println!(
-                "{:>18} {fwd:>9.3} {bwd:>9.3} {both:>9.3} {:>8.2} {:>8.2} {:>8.2} {:>8.2}  {:>42}  {status}",
+                "{:>18} {fwd:>9.3} {bwd:>9.3} {both:>9.3} {graph:>9.3} {:>8.2} {:>8.2} {:>8.2} {:>8.2}  {:>42}  {status}",
                 format!("{t}x{h}x{f}"),
                 tf(6.0, fwd),
                 tf(10.0, bwd),
@@ -198,6 +219,7 @@ fn main() {
                 "fwd_ms": fwd, "bwd_ms": bwd, "fwd_bwd_ms": both,
                 "fwd_tflops": tf(6.0, fwd), "bwd_tflops": tf(10.0, bwd), "fwd_bwd_tflops": tf(16.0, both),
                 "fwd_bwd_model_tflops": tf(12.0, both),
+                "graph_fwd_bwd_ms": graph, "graph_fwd_bwd_tflops": tf(16.0, graph),
                 "kernels": step_json,
                 "conformance": mismatch.is_none(), "checked": !no_check, "mismatch": mismatch,
             }));

@@ -16,6 +16,8 @@
 //! the gate is part of what an input means, and `import` must agree with the
 //! fuzzer that produced the artifact).
 
+pub mod files;
+
 use crate::harness::{available, resolve, Harness, ResolveError};
 use crate::props::{applies, finite_differences, judge, Judgement, Property, References, MPFR_SUBJECT};
 use crate::runner::shape;

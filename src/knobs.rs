@@ -13,6 +13,9 @@ pub const MAX_TE: &str = "BITPARITY_MAX_TE";
 pub const MAX_E: &str = "BITPARITY_MAX_E";
 /// Largest T of a generated case (default 1100).
 pub const MAX_T: &str = "BITPARITY_MAX_T";
+/// `reference`: tier B's real shapes (shared_expert's H x F = 4096 x 2048
+/// or 7168 x 2048) instead of the small ones (default `small`).
+pub const SHAPES: &str = "BITPARITY_SHAPES";
 /// `check`'s seed when `--seed` is not given (default: random, printed).
 pub const SEED: &str = "BITPARITY_SEED";
 /// `check`'s case count when `--cases` is not given (default 1000).
@@ -38,13 +41,14 @@ pub const EXEC_TIMEOUT: &str = "BITPARITY_EXEC_TIMEOUT";
 
 /// The knobs that change which cases a run generates or where it runs
 /// them: recorded in every summary.
-pub const RECORDED: [&str; 4] = [MAX_TE, MAX_E, MAX_T, CUDA_DEVICE];
+pub const RECORDED: [&str; 5] = [MAX_TE, MAX_E, MAX_T, SHAPES, CUDA_DEVICE];
 
 /// Every variable the binary reads.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     MAX_TE,
     MAX_E,
     MAX_T,
+    SHAPES,
     SEED,
     CASES,
     CUDA_DEVICE,
@@ -93,6 +97,7 @@ pub fn check_environment() -> Result<(), String> {
     if get::<f64>(EXEC_TIMEOUT)?.is_some() {
         exec_timeout()?;
     }
+    reference_shapes()?;
     match get::<String>(REQUIRE_NVRTC)?.as_deref() {
         None | Some("0") | Some("1") => {}
         Some(v) => return Err(format!("{REQUIRE_NVRTC}={v:?}: must be 1 (or 0)")),
@@ -117,6 +122,15 @@ pub fn get<T: FromStr>(name: &str) -> Result<Option<T>, String> {
 /// [`get`] with a default.
 pub fn get_or<T: FromStr>(name: &str, default: T) -> Result<T, String> {
     Ok(get(name)?.unwrap_or(default))
+}
+
+/// [`SHAPES`]: whether tier B's reference shapes are asked for.
+pub fn reference_shapes() -> Result<bool, String> {
+    match get::<String>(SHAPES)?.as_deref() {
+        None | Some("small") => Ok(false),
+        Some("reference") => Ok(true),
+        Some(other) => Err(format!("{SHAPES}={other:?}: use small or reference")),
+    }
 }
 
 /// A seed: decimal or 0x-prefixed hexadecimal.

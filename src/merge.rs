@@ -171,7 +171,13 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
         seed: first.seed,
         plan: RunPlan { shard, ..first.plan.clone() },
         ops,
-        gen: GenConfig { max_te: first.generator.max_te, max_t: first.generator.max_t, max_e: first.generator.max_e },
+        gen: GenConfig {
+            max_te: first.generator.max_te,
+            max_t: first.generator.max_t,
+            max_e: first.generator.max_e,
+            // Recorded as the knob (in `knobs`, above), not in the generator.
+            reference_shapes: knob_list.iter().any(|(k, v)| k == knobs::SHAPES && v == "reference"),
+        },
         knobs: knob_list,
         unavailable,
         interrupted: parts.iter().any(|(_, r)| r.interrupted),

@@ -23,11 +23,20 @@ pub struct GenConfig {
     /// Largest T. Default 1100 (past the 1024 power of two and several
     /// 64-token chunks); `BITPARITY_MAX_T`.
     pub max_t: usize,
+    /// Tier B's real shapes instead of tier A's small ones, where an op's
+    /// tier A shapes are smaller than its real ones (shared_expert: SPEC
+    /// section 5's reference H x F, T up to `max_t`; the other ops' cases
+    /// are real-sized already and ignore it). Default false;
+    /// `BITPARITY_SHAPES=reference`. Such cases are meant for the GPU-side
+    /// properties (`--property batch-invariance`, `determinism`,
+    /// `offset-stride`): the MPFR oracle and the profile oracle take minutes
+    /// a case at those sizes.
+    pub reference_shapes: bool,
 }
 
 impl Default for GenConfig {
     fn default() -> Self {
-        GenConfig { max_te: 4096, max_e: 257, max_t: 1100 }
+        GenConfig { max_te: 4096, max_e: 257, max_t: 1100, reference_shapes: false }
     }
 }
 
@@ -54,6 +63,7 @@ impl GenConfig {
             max_te: positive(knobs::MAX_TE, d.max_te)?,
             max_e: positive(knobs::MAX_E, d.max_e)?,
             max_t: positive(knobs::MAX_T, d.max_t)?,
+            reference_shapes: knobs::reference_shapes()?,
         })
     }
 }

@@ -1290,9 +1290,9 @@ mod tests {
         }
         // Tight configs still give valid cases.
         for cfg in [
-            GenConfig { max_te: 2, max_e: 1, max_t: 1 },
-            GenConfig { max_te: 100, max_e: 7, max_t: 5 },
-            GenConfig { max_te: 64, max_e: 300, max_t: 1100 },
+            GenConfig { max_te: 2, max_e: 1, max_t: 1, ..GenConfig::default() },
+            GenConfig { max_te: 100, max_e: 7, max_t: 5, ..GenConfig::default() },
+            GenConfig { max_te: 64, max_e: 300, max_t: 1100, ..GenConfig::default() },
         ] {
             for _ in 0..300 {
                 let c = generate(&mut rng, &cfg);

@@ -193,6 +193,39 @@ enum Regime {
     Tail,
 }
 
+/// SPEC section 5's reference shapes (H x F), tier B's.
+pub const REFERENCE_SHAPES: [(usize, usize); 2] = [(4096, 2048), (7168, 2048)];
+/// Most elements of x (T x H) in a reference-shape case: T is cut to it.
+const REFERENCE_MAX_TH: usize = 1 << 24;
+
+/// A tier-B case (`GenConfig::reference_shapes`): a reference shape, T in
+/// 1..=max_t (a third of the time at a tile edge) with T x H <= 2^24,
+/// plain or wide random values with sprinkled signed zeros, a random
+/// layout. None of the passes that run the kernel model (ties, tail
+/// gates): at these sizes the model alone takes minutes a case, and tier B
+/// compares the subject with itself (batch invariance, determinism,
+/// offset/stride), which needs no special values to fail.
+fn generate_reference<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCase {
+    let (h, f) = pick(rng, &REFERENCE_SHAPES);
+    let max_t = cfg.max_t.clamp(1, REFERENCE_MAX_TH / h);
+    let t = if rng.random_range(0..3) == 0 { pick(rng, &tile_edges()).min(max_t) } else { rng.random_range(1..=max_t) };
+    let (lo, hi) = if rng.random_bool(0.5) { (-3, 2) } else { (-20, 20) };
+    let mut x = fill(rng, t * h, lo, hi, 7);
+    let w1 = fill(rng, 2 * f * h, -3, 1, 7);
+    let w2 = fill(rng, h * f, -3, 1, 7);
+    let mut dy = fill(rng, t * h, lo, hi, 7);
+    for v in x.iter_mut().chain(dy.iter_mut()) {
+        if rng.random_bool(0.01) {
+            *v = if rng.random_bool(0.5) { 0.0 } else { -0.0 };
+        }
+    }
+    let layout = Layout {
+        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
+        row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
+    };
+    SharedExpertCase { t, h, f, layout, x, w1, w2, dy }
+}
+
 /// (T, H, F) within the config: T mostly <= 8; at a tile edge H, F <= 3.
 /// With `many_units`, T in 4..=8 and F the widest: the tail regime wants
 /// many sigmoid evaluations per case (each of its roundings flips under an
@@ -303,6 +336,9 @@ fn aim_tie<R: Rng + ?Sized>(rng: &mut R, case: &mut SharedExpertCase, tie: Tie, 
 /// through proptest's pass-through RNG). T within `cfg.max_t`, H and F
 /// within `cfg.max_e` (and 16), T x H x F within `cfg.max_te`.
 pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCase {
+    if cfg.reference_shapes {
+        return generate_reference(rng, cfg);
+    }
     // A first draw of 64 bits (see the router's generator): short fuzz
     // inputs still reach every regime.
     let regime = match rng.random::<u64>() % 20 {
@@ -504,6 +540,11 @@ fn cancels(r: f32, terms: impl Iterator<Item = f32>) -> bool {
     nonzero >= 2 && r.is_finite() && r.abs() <= max * (1.0 / 256.0)
 }
 
+/// Largest T x H x F whose value classes [`classify`] computes (they run
+/// the kernel model and visit every product: seconds at this size); a
+/// larger case gets its shape and input classes only.
+pub const CLASSIFY_MAX_THF: usize = 1 << 26;
+
 /// The classes a (valid) case exercises, read off its values.
 pub fn classify(case: &SharedExpertCase) -> BTreeSet<Class> {
     let mut c = BTreeSet::new();
@@ -528,6 +569,11 @@ pub fn classify(case: &SharedExpertCase) -> BTreeSet<Class> {
     add(inputs().any(|v| v.is_finite() && v.abs() >= 2f32.powi(127)), Class::NearMax);
     let finite = inputs().all(|v| v.is_finite());
     add(!finite, Class::NonFinite);
+    // The classes below need the kernel model's intermediates (a whole
+    // forward and backward): not for tier B's reference shapes.
+    if case.t.saturating_mul(case.h).saturating_mul(case.f) > CLASSIFY_MAX_THF {
+        return c;
+    }
     let Some(tr) = trace(case) else { return c };
     add(has_tie(&tr, Tie::H), Class::TieH);
     add(has_tie(&tr, Tie::Y), Class::TieY);
@@ -616,12 +662,39 @@ fn keep_f(case: &SharedExpertCase, units: &[usize]) -> SharedExpertCase {
     c
 }
 
+/// Values in a case (x, w1, w2, dy) above which [`shrink_candidates`] only
+/// halves.
+pub const SHRINK_HALVES_ABOVE: usize = 1 << 16;
+
 /// Strictly smaller or simpler variants, most aggressive first: tokens,
 /// H, F, the layout, then values (whole tensors, each distinct value
 /// everywhere, single values). Every candidate is valid.
+///
+/// A case above [`SHRINK_HALVES_ABOVE`] values (tier B's reference shapes)
+/// gets only the halves of T, H and F and the dense layout: each candidate
+/// is a copy of the case, and the full list (one per token, per column of
+/// H, per unit of F) would take hundreds of GBs there.
 pub fn shrink_candidates(case: &SharedExpertCase) -> Vec<SharedExpertCase> {
     let mut out = Vec::new();
     let (t, h, f) = (case.t, case.h, case.f);
+    if case.x.len() + case.w1.len() + case.w2.len() + case.dy.len() > SHRINK_HALVES_ABOVE {
+        if t > 1 {
+            out.push(keep_tokens(case, &(0..t / 2).collect::<Vec<_>>()));
+            out.push(keep_tokens(case, &(t / 2..t).collect::<Vec<_>>()));
+        }
+        if h > 1 {
+            out.push(keep_h(case, &(0..h / 2).collect::<Vec<_>>()));
+            out.push(keep_h(case, &(h / 2..h).collect::<Vec<_>>()));
+        }
+        if f > 1 {
+            out.push(keep_f(case, &(0..f / 2).collect::<Vec<_>>()));
+            out.push(keep_f(case, &(f / 2..f).collect::<Vec<_>>()));
+        }
+        if case.layout != Layout::dense(h) {
+            out.push(SharedExpertCase { layout: Layout::dense(h), ..case.clone() });
+        }
+        return out;
+    }
     if t > 1 {
         out.push(keep_tokens(case, &(0..t / 2).collect::<Vec<_>>()));
         out.push(keep_tokens(case, &(t / 2..t).collect::<Vec<_>>()));
@@ -791,9 +864,9 @@ mod tests {
             assert!(c.t * c.h * c.f <= cfg.max_te);
         }
         for cfg in [
-            GenConfig { max_te: 1, max_e: 1, max_t: 1 },
-            GenConfig { max_te: 30, max_e: 5, max_t: 4 },
-            GenConfig { max_te: 64, max_e: 300, max_t: 1100 },
+            GenConfig { max_te: 1, max_e: 1, max_t: 1, ..GenConfig::default() },
+            GenConfig { max_te: 30, max_e: 5, max_t: 4, ..GenConfig::default() },
+            GenConfig { max_te: 64, max_e: 300, max_t: 1100, ..GenConfig::default() },
         ] {
             for _ in 0..300 {
                 let c = generate(&mut rng, &cfg);
@@ -945,6 +1018,27 @@ mod tests {
                 }
             }
             return current;
+        }
+    }
+
+    #[test]
+    fn reference_shapes_are_the_reference_ones_within_their_bounds() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        for max_t in [1, 130] {
+            let cfg = GenConfig { max_t, reference_shapes: true, ..GenConfig::default() };
+            let c = generate(&mut rng, &cfg);
+            assert_eq!(c.validate(), Ok(()));
+            assert!(REFERENCE_SHAPES.contains(&(c.h, c.f)), "{} x {}", c.h, c.f);
+            assert!((1..=max_t).contains(&c.t) && c.t * c.h <= REFERENCE_MAX_TH, "T = {}", c.t);
+            // Big: halves only, each valid and smaller, and few of them.
+            let cands = shrink_candidates(&c);
+            assert!(cands.len() <= 7, "{} candidates", cands.len());
+            for s in &cands {
+                assert_eq!(s.validate(), Ok(()));
+                assert!(smaller(s, &c));
+            }
+            let classes = classify(&c);
+            assert!(classes.iter().all(|k| !matches!(k, Class::TieH | Class::TieY | Class::UnderflowProduct)));
         }
     }
 

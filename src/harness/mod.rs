@@ -106,6 +106,13 @@ pub trait Harness: Op + crate::exec::Wire {
     fn model(profile: &Self::Profile) -> SubjectRef<Self>;
     /// The op's GPU subject, or why it cannot run here.
     fn device() -> Result<SubjectRef<Self>, String>;
+    /// The names of the op's vendor-library subjects (shared_expert's
+    /// `cublas`): judged as claiming no profile, run only when named.
+    const LIBRARIES: &'static [&'static str] = &[];
+    /// The vendor-library subject of that name, or why it cannot run here.
+    fn library(name: &str) -> Result<SubjectRef<Self>, String> {
+        Err(format!("{}: no library subject {name:?}", Self::NAME))
+    }
     /// The op's planted bugs.
     fn planted() -> Vec<Planted<Self>>;
 }
@@ -161,7 +168,7 @@ pub fn available<O: Harness>() -> Available<O> {
 }
 
 /// Subjects by name: `all` (every available correct one), `oracle:<profile>`,
-/// `model:<profile>`, `cuda`, `bug:<name>`, `bugs` (every planted bug), and
+/// `model:<profile>`, `cuda`, the op's libraries (`cublas`), `bug:<name>`, `bugs` (every planted bug), and
 /// any of these after `anyorder:`, the same subjects judged as claiming no
 /// profile ([`AnyOrderSubject`]). Those are never among the defaults: they
 /// run only when named.
@@ -183,6 +190,9 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
         "all" => Ok(available::<O>().subjects),
         "bugs" => Ok(O::planted().into_iter().map(|b| b.subject).collect()),
         "cuda" => O::device().map(|d| vec![d]).map_err(|r| ResolveError::Unavailable(format!("{} cuda: {r}", O::NAME))),
+        lib if O::LIBRARIES.contains(&lib) => {
+            O::library(lib).map(|d| vec![d]).map_err(|r| ResolveError::Unavailable(format!("{} {lib}: {r}", O::NAME)))
+        }
         _ => {
             if let Some(p) = name.strip_prefix("oracle:") {
                 Ok(vec![Arc::new(ProfileOracle::<O>(profile(p)?))])
@@ -202,10 +212,11 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
             } else if let Some(r) = crate::exec::resolve::<O>(name) {
                 r
             } else {
+                let libraries: String = O::LIBRARIES.iter().map(|l| format!("{l}, ")).collect();
                 Err(ResolveError::Unknown(format!(
-                    "unknown subject {name:?}: use all, cuda, bugs, oracle:<profile>, model:<profile>, bug:<name>, \
-                     exec:<command> or a subject of bitparity.toml, each of them also after anyorder: (judged as \
-                     claiming no profile)"
+                    "unknown subject {name:?}: use all, cuda, {libraries}bugs, oracle:<profile>, model:<profile>, \
+                     bug:<name>, exec:<command> or a subject of bitparity.toml, each of them also after anyorder: \
+                     (judged as claiming no profile)"
                 )))
             }
         }
@@ -263,5 +274,23 @@ mod tests {
     #[test]
     fn shared_expert_fuzz_bytes() {
         fuzz_bytes_contract::<oracles::op::shared_expert::SharedExpert>();
+    }
+
+    /// `cublas` names shared_expert's cuBLAS subject: where it cannot run
+    /// (no GPU, no libcublas) the run is unavailable, never an unknown name
+    /// and never a pass; the other ops have no such subject.
+    #[test]
+    fn cublas_is_a_subject_of_shared_expert_only() {
+        use oracles::op::shared_expert::SharedExpert;
+        match resolve::<SharedExpert>("cublas") {
+            Ok(s) => assert_eq!(s[0].name(), "cublas"),
+            Err(ResolveError::Unavailable(r)) => assert!(r.starts_with("shared_expert cublas: "), "{r}"),
+            Err(e) => panic!("cublas: {e}"),
+        }
+        for e in [resolve::<SeqwiseLoss>("cublas").err(), resolve::<Router>("cublas").err()] {
+            assert!(matches!(e, Some(ResolveError::Unknown(_))), "{e:?}");
+        }
+        let Err(ResolveError::Unknown(m)) = resolve::<SharedExpert>("cublass") else { panic!("a typo resolves") };
+        assert!(m.contains("cuda, cublas, bugs"), "{m}");
     }
 }

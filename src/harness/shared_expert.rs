@@ -106,6 +106,16 @@ impl Harness for SharedExpert {
         crate::subject::cuda::shared_expert::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
     }
 
+    const LIBRARIES: &'static [&'static str] = &[crate::subject::cuda::shared_expert_cublas::NAME];
+
+    fn library(name: &str) -> Result<SubjectRef<Self>, String> {
+        use crate::subject::cuda::shared_expert_cublas as cublas;
+        if name != cublas::NAME {
+            return Err(format!("shared_expert: no library subject {name:?}"));
+        }
+        cublas::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
+    }
+
     fn planted() -> Vec<Planted<Self>> {
         SharedExpertBug::ALL
             .into_iter()

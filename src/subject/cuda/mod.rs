@@ -1,7 +1,8 @@
 //! The CUDA subjects: `kernels/*.cu`, compiled at run time by NVRTC and run
 //! through cudarc's driver API. Three layers, as cudarc has: [`nvrtc`] (the
 //! compiler), [`device`] (the GPU, its modules and timing), and one file per
-//! op for its launches ([`seqwise_loss`], [`router`], [`shared_expert`]).
+//! op for its launches ([`seqwise_loss`], [`router`], [`shared_expert`]),
+//! and cuBLAS as a subject of `shared_expert` ([`shared_expert_cublas`]).
 //!
 //! Fail closed at every step: a machine without the driver, without a GPU,
 //! without NVRTC, or whose kernels do not compile gets an explicit reason
@@ -22,6 +23,7 @@ pub mod nvrtc;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
+pub mod shared_expert_cublas;
 
 pub use device::{device, Device, DeviceInfo};
 pub use seqwise_loss::{probe, CudaSeqwise};
@@ -41,13 +43,21 @@ pub enum KernelId {
     SeqwiseLoss,
     Router,
     SharedExpert,
+    /// The SwiGLU epilogues between the cuBLAS subject's GEMMs
+    /// ([`shared_expert_cublas`]).
+    SharedExpertCublas,
     /// The exhaustive check of `bp::exp_cr` (`bitparity-expf-check`).
     ExpfCheck,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 4] =
-        [KernelId::SeqwiseLoss, KernelId::Router, KernelId::SharedExpert, KernelId::ExpfCheck];
+    pub const ALL: [KernelId; 5] = [
+        KernelId::SeqwiseLoss,
+        KernelId::Router,
+        KernelId::SharedExpert,
+        KernelId::SharedExpertCublas,
+        KernelId::ExpfCheck,
+    ];
 
     pub fn source(self) -> KernelSource {
         match self {
@@ -58,19 +68,26 @@ impl KernelId {
             KernelId::SharedExpert => {
                 KernelSource { name: "shared_expert.cu", text: include_str!("../../../kernels/shared_expert.cu") }
             }
+            KernelId::SharedExpertCublas => KernelSource {
+                name: "shared_expert_cublas.cu",
+                text: include_str!("../../../kernels/shared_expert_cublas.cu"),
+            },
             KernelId::ExpfCheck => {
                 KernelSource { name: "expf_check.cu", text: include_str!("../../../kernels/expf_check.cu") }
             }
         }
     }
 
-    /// The op whose CUDA subject this kernel is (none for the exp check).
+    /// The op whose CUDA subject this kernel is, the one `bitparity mutants`
+    /// hunts its mutants with: none for the exp check (judged by its own
+    /// check) and for the cuBLAS subject's epilogues (a vendor library's
+    /// subject, not a kernel under test).
     pub fn op(self) -> Option<&'static str> {
         match self {
             KernelId::SeqwiseLoss => Some("seqwise_loss"),
             KernelId::Router => Some("router"),
             KernelId::SharedExpert => Some("shared_expert"),
-            KernelId::ExpfCheck => None,
+            KernelId::SharedExpertCublas | KernelId::ExpfCheck => None,
         }
     }
 

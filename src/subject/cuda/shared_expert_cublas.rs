@@ -1,0 +1,353 @@
+//! cuBLAS as a subject of `shared_expert` (SPEC section 5: "cuBLAS (cudarc's
+//! cublas), as PyTorch runs it"), named `cublas` (`--subject cublas`).
+//!
+//! The four GEMMs are `cublasGemmEx` calls as PyTorch's bf16 `matmul` makes
+//! them: bf16 operands, `CUBLAS_COMPUTE_32F`, `CUBLAS_GEMM_DEFAULT`, the
+//! handle's default math mode (PyTorch's default allows cuBLAS reduced
+//! precision reductions for bf16), cuBLAS's own choice of algorithm for
+//! each shape. y and dh come out of cuBLAS as bf16 (PyTorch's output type);
+//! z and dX as f32, since SPEC's z is the unrounded f32 product and dX is
+//! returned unrounded. Between the GEMMs, `kernels/shared_expert_cublas.cu`
+//! computes SPEC's SwiGLU epilogues elementwise, so this subject differs from
+//! the profile oracle only in what cuBLAS does.
+//!
+//! It claims no profile: it is judged by accuracy within the bound of every
+//! summation order (`oracles::any_order`), by determinism, offset/stride and
+//! batch invariance, which cuBLAS is expected to break (its kernels, tile
+//! shapes and split-K depend on T). It is never among the default subjects:
+//! a vendor library that is known to break a property is run by name.
+//!
+//! Fail closed as the strict subject: no libcublas, no GPU, no NVRTC is an
+//! explicit reason; a case past cuBLAS's int sizes is unavailable.
+
+use super::device::{dev_err, device, Device};
+use super::nvrtc::guarded;
+use super::shared_expert::{bf16_bits, bf16_value, plan};
+use super::{KernelId, GAP_POISON};
+use crate::subject::{Subject, SubjectError, SubjectKind};
+use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
+use oracles::op::shared_expert::SharedExpert;
+use oracles::profile::shared_expert::SharedExpertProfile;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The subject's name.
+pub const NAME: &str = "cublas";
+
+/// Threads per block of the epilogue kernels, and their most blocks (they
+/// stride over the rest).
+const THREADS: u32 = 256;
+const MAX_BLOCKS: usize = 132 * 16;
+
+/// The cuBLAS subject. Cheap to clone; calls are serialized (one handle).
+#[derive(Clone)]
+pub struct CublasSharedExpert {
+    dev: Arc<Device>,
+    blas: Arc<Mutex<CudaBlas>>,
+    swiglu_fwd: CudaFunction,
+    swiglu_bwd: CudaFunction,
+    /// cuBLAS's version, as `cublasGetVersion` gives it (13xxx).
+    pub version: i32,
+}
+
+/// Opens the GPU (shared with every subject), cuBLAS and the epilogue
+/// kernels, once per process. `Err` is the reason it cannot run here.
+pub fn probe() -> Result<CublasSharedExpert, String> {
+    static SUBJECT: OnceLock<Result<CublasSharedExpert, String>> = OnceLock::new();
+    SUBJECT.get_or_init(load).clone()
+}
+
+fn load() -> Result<CublasSharedExpert, String> {
+    let dev = device()?;
+    // SAFETY: only tries to dlopen the library's names; no symbol is called.
+    if !unsafe { blas_sys::is_culib_present() } {
+        return Err("cuBLAS not found: libcublas.so.13 is not on the library path \
+                    (add CUDA 13's lib folder, or PyTorch's nvidia/cu13/lib, to LD_LIBRARY_PATH)"
+            .into());
+    }
+    let handle = guarded(|| CudaBlas::new(dev.stream.clone()))?.map_err(|e| format!("cublasCreate: {e}"))?;
+    let mut version = 0;
+    // SAFETY: the handle is live and `version` is valid for a write.
+    let rc = guarded(|| unsafe { blas_sys::cublasGetVersion_v2(*handle.handle(), &mut version) })?;
+    rc.result().map_err(|e| format!("cublasGetVersion: {e}"))?;
+    let function = |n: &str| dev.function(KernelId::SharedExpertCublas, n);
+    Ok(CublasSharedExpert {
+        swiglu_fwd: function("se_swiglu_fwd")?,
+        swiglu_bwd: function("se_swiglu_bwd")?,
+        dev,
+        blas: Arc::new(Mutex::new(handle)),
+        version,
+    })
+}
+
+/// A cuBLAS failure as a subject's.
+fn blas_err(what: &'static str) -> impl Fn(blas::CublasError) -> SubjectError {
+    move |e| SubjectError::Device(format!("{what}: {e}"))
+}
+
+/// One `cublasGemmEx` in cuBLAS's column-major terms: C (m x n, leading
+/// dimension ldc) = op(A) op(B), A and B bf16, C bf16 (`c_bf16`) or f32.
+struct Gemm {
+    what: &'static str,
+    trans_a: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: u64,
+    lda: usize,
+    b: u64,
+    ldb: usize,
+    c: u64,
+    c_bf16: bool,
+    ldc: usize,
+}
+
+impl Gemm {
+    /// Enqueues it on the handle's stream (the device's).
+    ///
+    /// # Safety
+    /// a, b and c must be live device allocations holding op(A) (m x k, as
+    /// stored with lda), B (k x n with ldb) and C (m x n with ldc), of the
+    /// element types above, for as long as the stream runs the call.
+    unsafe fn enqueue(&self, handle: &CudaBlas) -> Result<(), SubjectError> {
+        let int = |x: usize, what: &str| {
+            i32::try_from(x)
+                .map_err(|_| SubjectError::Unavailable(format!("{}: {what} = {x} exceeds cuBLAS's int", self.what)))
+        };
+        let (m, n, k) = (int(self.m, "m")?, int(self.n, "n")?, int(self.k, "k")?);
+        let (lda, ldb, ldc) = (int(self.lda, "lda")?, int(self.ldb, "ldb")?, int(self.ldc, "ldc")?);
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let op = |t: bool| {
+            if t {
+                blas_sys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                blas_sys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        let bf16 = blas_sys::cudaDataType::CUDA_R_16BF;
+        let c_type = if self.c_bf16 { bf16 } else { blas_sys::cudaDataType::CUDA_R_32F };
+        // SAFETY: the caller's contract (above); alpha and beta are host f32s
+        // (the handle's default pointer mode) that outlive the call.
+        guarded(|| unsafe {
+            blas::gemm_ex(
+                *handle.handle(),
+                op(self.trans_a),
+                op(false),
+                m,
+                n,
+                k,
+                &alpha as *const f32 as *const c_void,
+                self.a as *const c_void,
+                bf16,
+                lda,
+                self.b as *const c_void,
+                bf16,
+                ldb,
+                &beta as *const f32 as *const c_void,
+                self.c as *mut c_void,
+                c_type,
+                ldc,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        })
+        .map_err(SubjectError::Device)?
+        .map_err(blas_err(self.what))
+    }
+}
+
+impl CublasSharedExpert {
+    fn launch_cfg(&self, elements: usize) -> LaunchConfig {
+        let blocks = elements.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32;
+        LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+    }
+
+    /// Runs the forward (`backward` false) or the backward of `case` and
+    /// reads back y (bf16 values) or dX.
+    fn run(&self, case: &SharedExpertCase, backward: bool) -> Result<Vec<f32>, SubjectError> {
+        // The strict subject's plan: validation, and every size and count
+        // within i32 (cuBLAS takes int sizes; the epilogues index in 64 bits).
+        let p = plan(case)?;
+        let (t, h, f) = (p.t, p.h, p.f);
+        let handle = self.blas.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &self.dev.stream;
+        let up = dev_err("upload");
+        let bits = |v: &[f32]| v.iter().map(|&x| bf16_bits(x)).collect::<Vec<u16>>();
+        let (off, ld) = (case.layout.offset, case.layout.row_stride);
+        let x: CudaSlice<u16> = s.clone_htod(&bits(&case.x_storage(GAP_POISON))).map_err(&up)?;
+        let w1: CudaSlice<u16> = s.clone_htod(&bits(&case.w1)).map_err(&up)?;
+        let w2: CudaSlice<u16> = s.clone_htod(&bits(&case.w2)).map_err(&up)?;
+        let mut z: CudaSlice<f32> = s.alloc_zeros(t * 2 * f).map_err(&up)?;
+        let (ti, fi) = (t as i32, f as i32); // within i32 (plan)
+
+        // z^T (2F x T) = w1 (stored H x 2F: op T) . x^T (H x T, ld = stride):
+        // z row-major T x 2F, in both passes (the backward recomputes it).
+        {
+            let (pa, _ga) = w1.device_ptr(s);
+            let (pb, _gb) = x.device_ptr(s);
+            let (pc, _gc) = z.device_ptr_mut(s);
+            let g = Gemm {
+                what: "cublasGemmEx z = x w1^T",
+                trans_a: true,
+                m: 2 * f,
+                n: t,
+                k: h,
+                a: pa,
+                lda: h,
+                b: pb + 2 * off as u64,
+                ldb: ld,
+                c: pc,
+                c_bf16: false,
+                ldc: 2 * f,
+            };
+            // SAFETY: w1 holds 2F x H bf16 (H x 2F column-major, ld H); x's
+            // storage holds offset + (T-1) stride + H elements, so column t
+            // of x^T starts at offset + t stride and has H; z holds T x 2F
+            // f32. The guards keep the buffers ordered on the stream.
+            unsafe { g.enqueue(&handle) }?;
+        }
+        if !backward {
+            let mut hid: CudaSlice<u16> = s.alloc_zeros(t * f).map_err(&up)?;
+            let mut y: CudaSlice<u16> = s.alloc_zeros(t * h).map_err(&up)?;
+            let mut b = s.launch_builder(&self.swiglu_fwd);
+            b.arg(&z).arg(&ti).arg(&fi).arg(&mut hid);
+            // SAFETY: se_swiglu_fwd(z, T, F, h): z T x 2F f32, h T x F bf16;
+            // grid-stride over T F < 2^31 elements; static shared memory.
+            unsafe { b.launch(self.launch_cfg(t * f)) }.map_err(dev_err("se_swiglu_fwd launch"))?;
+            {
+                let (pa, _ga) = w2.device_ptr(s);
+                let (pb, _gb) = hid.device_ptr(s);
+                let (pc, _gc) = y.device_ptr_mut(s);
+                let g = Gemm {
+                    what: "cublasGemmEx y = h w2^T",
+                    trans_a: true,
+                    m: h,
+                    n: t,
+                    k: f,
+                    a: pa,
+                    lda: f,
+                    b: pb,
+                    ldb: f,
+                    c: pc,
+                    c_bf16: true,
+                    ldc: h,
+                };
+                // SAFETY: w2 holds H x F (F x H column-major, ld F), h T x F
+                // (F x T, ld F), y T x H bf16 (H x T, ld H).
+                unsafe { g.enqueue(&handle) }?;
+            }
+            self.dev.finish("cublas shared_expert forward")?;
+            let y = s.clone_dtoh(&y).map_err(dev_err("read-back"))?;
+            self.dev.finish("read-back")?;
+            return Ok(y.into_iter().map(bf16_value).collect());
+        }
+        let dy: CudaSlice<u16> = s.clone_htod(&bits(&case.dy_storage(GAP_POISON))).map_err(&up)?;
+        let mut dh: CudaSlice<u16> = s.alloc_zeros(t * f).map_err(&up)?;
+        let mut dz: CudaSlice<u16> = s.alloc_zeros(t * 2 * f).map_err(&up)?;
+        let mut dx: CudaSlice<f32> = s.alloc_zeros(t * h).map_err(&up)?;
+        {
+            let (pa, _ga) = w2.device_ptr(s);
+            let (pb, _gb) = dy.device_ptr(s);
+            let (pc, _gc) = dh.device_ptr_mut(s);
+            let g = Gemm {
+                what: "cublasGemmEx dh = dy w2",
+                trans_a: false,
+                m: f,
+                n: t,
+                k: h,
+                a: pa,
+                lda: f,
+                b: pb + 2 * off as u64,
+                ldb: ld,
+                c: pc,
+                c_bf16: true,
+                ldc: f,
+            };
+            // SAFETY: w2 holds H x F (F x H column-major, ld F: op N); dy's
+            // storage as x's; dh T x F bf16 (F x T, ld F).
+            unsafe { g.enqueue(&handle) }?;
+        }
+        let mut b = s.launch_builder(&self.swiglu_bwd);
+        b.arg(&z).arg(&dh).arg(&ti).arg(&fi).arg(&mut dz);
+        // SAFETY: se_swiglu_bwd(z, dh, T, F, dz): z T x 2F f32, dh T x F
+        // bf16, dz T x 2F bf16; grid-stride; static shared memory.
+        unsafe { b.launch(self.launch_cfg(t * f)) }.map_err(dev_err("se_swiglu_bwd launch"))?;
+        {
+            let (pa, _ga) = w1.device_ptr(s);
+            let (pb, _gb) = dz.device_ptr(s);
+            let (pc, _gc) = dx.device_ptr_mut(s);
+            let g = Gemm {
+                what: "cublasGemmEx dX = dz w1",
+                trans_a: false,
+                m: h,
+                n: t,
+                k: 2 * f,
+                a: pa,
+                lda: h,
+                b: pb,
+                ldb: 2 * f,
+                c: pc,
+                c_bf16: false,
+                ldc: h,
+            };
+            // SAFETY: w1 holds 2F x H (H x 2F column-major, ld H: op N), dz
+            // T x 2F (2F x T, ld 2F), dx T x H f32 (H x T, ld H).
+            unsafe { g.enqueue(&handle) }?;
+        }
+        self.dev.finish("cublas shared_expert backward")?;
+        let dx = s.clone_dtoh(&dx).map_err(dev_err("read-back"))?;
+        self.dev.finish("read-back")?;
+        Ok(dx)
+    }
+}
+
+impl Subject<SharedExpert> for CublasSharedExpert {
+    fn name(&self) -> String {
+        NAME.into()
+    }
+
+    /// None: cuBLAS's summation order is its own (SPEC section 5).
+    fn profile(&self) -> Option<SharedExpertProfile> {
+        None
+    }
+
+    fn kind(&self) -> SubjectKind {
+        SubjectKind::Device
+    }
+
+    fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
+        Ok(SharedExpertForward { y: self.run(case, false)? })
+    }
+
+    fn backward(&self, case: &SharedExpertCase) -> Result<SharedExpertBackward<f32>, SubjectError> {
+        Ok(SharedExpertBackward { dx: self.run(case, true)? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KernelId;
+
+    /// The block of `text` that starts at `signature` and ends at the next
+    /// blank line.
+    fn block<'a>(text: &'a str, signature: &str) -> &'a str {
+        let start = text.find(signature).unwrap_or_else(|| panic!("{signature} not found"));
+        let len = text[start..].find("\n\n").expect("a blank line after it");
+        &text[start..start + len]
+    }
+
+    #[test]
+    fn the_epilogues_round_and_take_the_sigmoid_as_the_strict_kernels_do() {
+        let strict = KernelId::SharedExpert.source().text;
+        let blas = KernelId::SharedExpertCublas.source().text;
+        for sig in [
+            "__device__ __forceinline__ float bf16_value(",
+            "__device__ __forceinline__ bf16_t bf16_rne(",
+            "__device__ __forceinline__ float sigmoid(",
+        ] {
+            assert_eq!(block(strict, sig), block(blas, sig), "{sig} differs between the two kernel files");
+        }
+    }
+}
