@@ -1037,8 +1037,11 @@ mod tests {
                 assert_eq!(s.validate(), Ok(()));
                 assert!(smaller(s, &c));
             }
-            let classes = classify(&c);
-            assert!(classes.iter().all(|k| !matches!(k, Class::TieH | Class::TieY | Class::UnderflowProduct)));
+            // Past the gate, no class that needs the model (it would take minutes).
+            if c.t * c.h * c.f > CLASSIFY_MAX_THF {
+                let classes = classify(&c);
+                assert!(classes.iter().all(|k| !matches!(k, Class::TieH | Class::TieY | Class::UnderflowProduct)));
+            }
         }
     }
 

@@ -106,14 +106,14 @@ impl Harness for SharedExpert {
         crate::subject::cuda::shared_expert::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
     }
 
-    const LIBRARIES: &'static [&'static str] = &[crate::subject::cuda::shared_expert_cublas::NAME];
+    const LIBRARIES: &'static [&'static str] = &crate::subject::cuda::shared_expert_cublas::NAMES;
 
     fn library(name: &str) -> Result<SubjectRef<Self>, String> {
-        use crate::subject::cuda::shared_expert_cublas as cublas;
-        if name != cublas::NAME {
+        use crate::subject::cuda::shared_expert_cublas::{probe, Variant};
+        let Some(v) = Variant::ALL.into_iter().find(|v| v.name() == name) else {
             return Err(format!("shared_expert: no library subject {name:?}"));
-        }
-        cublas::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
+        };
+        probe(v).map(|c| Arc::new(c) as SubjectRef<Self>)
     }
 
     fn planted() -> Vec<Planted<Self>> {

@@ -17,6 +17,7 @@
 //! guard. All unsafe code of bitparity lives in this module; every block says
 //! why it is sound.
 
+pub mod cublaslt;
 pub mod device;
 pub mod expf;
 pub mod nvrtc;

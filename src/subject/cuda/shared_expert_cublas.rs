@@ -1,11 +1,13 @@
 //! cuBLAS as a subject of `shared_expert` (SPEC section 5: "cuBLAS (cudarc's
-//! cublas), as PyTorch runs it"), named `cublas` (`--subject cublas`).
+//! cublas), as PyTorch runs it"), three ways ([`Variant`]): `--subject
+//! cublas` and `--subject cublas-fp32-reduction`, PyTorch's two math modes,
+//! and `--subject cublaslt-pinned`, cuBLASLt with one algorithm without
+//! split-K pinned for every T ([`super::cublaslt`]).
 //!
-//! The four GEMMs are `cublasGemmEx` calls as PyTorch's bf16 `matmul` makes
-//! them: bf16 operands, `CUBLAS_COMPUTE_32F`, `CUBLAS_GEMM_DEFAULT`, the
-//! handle's default math mode (PyTorch's default allows cuBLAS reduced
-//! precision reductions for bf16), cuBLAS's own choice of algorithm for
-//! each shape. y and dh come out of cuBLAS as bf16 (PyTorch's output type);
+//! The four GEMMs of the first two are `cublasGemmEx` calls as PyTorch's
+//! bf16 `matmul` makes them: bf16 operands, `CUBLAS_COMPUTE_32F`,
+//! `CUBLAS_GEMM_DEFAULT`, cuBLAS's own choice of algorithm for each shape,
+//! and the math mode of the variant. y and dh come out of cuBLAS as bf16 (PyTorch's output type);
 //! z and dX as f32, since SPEC's z is the unrounded f32 product and dX is
 //! returned unrounded. Between the GEMMs, `kernels/shared_expert_cublas.cu`
 //! computes SPEC's SwiGLU epilogues elementwise, so this subject differs from
@@ -20,6 +22,7 @@
 //! Fail closed as the strict subject: no libcublas, no GPU, no NVRTC is an
 //! explicit reason; a case past cuBLAS's int sizes is unavailable.
 
+use super::cublaslt::{LtGemm, PinnedLt};
 use super::device::{dev_err, device, Device};
 use super::nvrtc::guarded;
 use super::shared_expert::{bf16_bits, bf16_value, plan};
@@ -33,8 +36,43 @@ use oracles::profile::shared_expert::SharedExpertProfile;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The subject's name.
-pub const NAME: &str = "cublas";
+/// The math modes PyTorch runs cuBLAS in, each a subject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// `cublas`: the handle's default math mode, PyTorch's default
+    /// (`torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction`
+    /// is True): cuBLAS may sum split-K partials of a bf16-output GEMM in
+    /// reduced precision.
+    Default,
+    /// `cublas-fp32-reduction`: `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION`,
+    /// what PyTorch sets when that flag is False.
+    Fp32Reduction,
+    /// `cublaslt-pinned`: cuBLASLt, one algorithm without split-K per GEMM,
+    /// chosen once at T = 2048 and used for every T.
+    PinnedLt,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 3] = [Variant::Default, Variant::Fp32Reduction, Variant::PinnedLt];
+
+    /// The subject's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Default => "cublas",
+            Variant::Fp32Reduction => "cublas-fp32-reduction",
+            Variant::PinnedLt => "cublaslt-pinned",
+        }
+    }
+}
+
+/// The subjects' names, in [`Variant::ALL`]'s order.
+pub const NAMES: [&str; 3] = ["cublas", "cublas-fp32-reduction", "cublaslt-pinned"];
+
+/// What runs the GEMMs.
+enum Engine {
+    Blas(CudaBlas),
+    Lt(PinnedLt),
+}
 
 /// Threads per block of the epilogue kernels, and their most blocks (they
 /// stride over the rest).
@@ -45,39 +83,61 @@ const MAX_BLOCKS: usize = 132 * 16;
 #[derive(Clone)]
 pub struct CublasSharedExpert {
     dev: Arc<Device>,
-    blas: Arc<Mutex<CudaBlas>>,
+    engine: Arc<Mutex<Engine>>,
     swiglu_fwd: CudaFunction,
     swiglu_bwd: CudaFunction,
-    /// cuBLAS's version, as `cublasGetVersion` gives it (13xxx).
-    pub version: i32,
+    pub variant: Variant,
+    /// cuBLAS's (or cuBLASLt's) version, as its GetVersion gives it.
+    pub version: usize,
 }
 
-/// Opens the GPU (shared with every subject), cuBLAS and the epilogue
-/// kernels, once per process. `Err` is the reason it cannot run here.
-pub fn probe() -> Result<CublasSharedExpert, String> {
-    static SUBJECT: OnceLock<Result<CublasSharedExpert, String>> = OnceLock::new();
-    SUBJECT.get_or_init(load).clone()
+/// Opens the GPU (shared with every subject), a cuBLAS handle in the
+/// variant's math mode and the epilogue kernels, once per process and
+/// variant. `Err` is the reason it cannot run here.
+pub fn probe(variant: Variant) -> Result<CublasSharedExpert, String> {
+    static SUBJECTS: [OnceLock<Result<CublasSharedExpert, String>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    SUBJECTS[variant as usize].get_or_init(|| load(variant)).clone()
 }
 
-fn load() -> Result<CublasSharedExpert, String> {
+fn load(variant: Variant) -> Result<CublasSharedExpert, String> {
     let dev = device()?;
-    // SAFETY: only tries to dlopen the library's names; no symbol is called.
-    if !unsafe { blas_sys::is_culib_present() } {
-        return Err("cuBLAS not found: libcublas.so.13 is not on the library path \
-                    (add CUDA 13's lib folder, or PyTorch's nvidia/cu13/lib, to LD_LIBRARY_PATH)"
-            .into());
-    }
-    let handle = guarded(|| CudaBlas::new(dev.stream.clone()))?.map_err(|e| format!("cublasCreate: {e}"))?;
-    let mut version = 0;
-    // SAFETY: the handle is live and `version` is valid for a write.
-    let rc = guarded(|| unsafe { blas_sys::cublasGetVersion_v2(*handle.handle(), &mut version) })?;
-    rc.result().map_err(|e| format!("cublasGetVersion: {e}"))?;
+    let (engine, version) = match variant {
+        Variant::PinnedLt => {
+            let lt = PinnedLt::new(dev.stream.clone())?;
+            // SAFETY: the library is loaded (PinnedLt::new checked it).
+            (Engine::Lt(lt), guarded(|| unsafe { cudarc::cublaslt::sys::cublasLtGetVersion() })?)
+        }
+        Variant::Default | Variant::Fp32Reduction => {
+            // SAFETY: only tries to dlopen the library's names; no symbol is called.
+            if !unsafe { blas_sys::is_culib_present() } {
+                return Err("cuBLAS not found: libcublas.so.13 is not on the library path \
+                            (add CUDA 13's lib folder, or PyTorch's nvidia/cu13/lib, to LD_LIBRARY_PATH)"
+                    .into());
+            }
+            let handle = guarded(|| CudaBlas::new(dev.stream.clone()))?.map_err(|e| format!("cublasCreate: {e}"))?;
+            let mut version = 0;
+            // SAFETY: the handle is live and `version` is valid for a write.
+            let rc = guarded(|| unsafe { blas_sys::cublasGetVersion_v2(*handle.handle(), &mut version) })?;
+            rc.result().map_err(|e| format!("cublasGetVersion: {e}"))?;
+            let mode = if variant == Variant::Default {
+                blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH
+            } else {
+                blas_sys::cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
+            };
+            // SAFETY: the handle is live; the mode is one of cuBLAS's values.
+            let rc = guarded(|| unsafe { blas_sys::cublasSetMathMode(*handle.handle(), mode) })?;
+            rc.result().map_err(|e| format!("cublasSetMathMode: {e}"))?;
+            (Engine::Blas(handle), version.max(0) as usize)
+        }
+    };
     let function = |n: &str| dev.function(KernelId::SharedExpertCublas, n);
     Ok(CublasSharedExpert {
         swiglu_fwd: function("se_swiglu_fwd")?,
         swiglu_bwd: function("se_swiglu_bwd")?,
         dev,
-        blas: Arc::new(Mutex::new(handle)),
+        engine: Arc::new(Mutex::new(engine)),
+        variant,
         version,
     })
 }
@@ -105,13 +165,30 @@ struct Gemm {
 }
 
 impl Gemm {
-    /// Enqueues it on the handle's stream (the device's).
+    /// Enqueues it on the engine's stream (the device's).
     ///
     /// # Safety
     /// a, b and c must be live device allocations holding op(A) (m x k, as
     /// stored with lda), B (k x n with ldb) and C (m x n with ldc), of the
     /// element types above, for as long as the stream runs the call.
-    unsafe fn enqueue(&self, handle: &CudaBlas) -> Result<(), SubjectError> {
+    unsafe fn enqueue(&self, engine: &mut Engine) -> Result<(), SubjectError> {
+        let handle = match engine {
+            Engine::Blas(h) => h,
+            Engine::Lt(lt) => {
+                let g = LtGemm {
+                    trans_a: self.trans_a,
+                    m: self.m as u64,
+                    n: self.n as u64,
+                    k: self.k as u64,
+                    lda: self.lda as i64,
+                    ldb: self.ldb as i64,
+                    ldd: self.ldc as i64,
+                    d_bf16: self.c_bf16,
+                };
+                // SAFETY: the caller's contract, as for cuBLAS.
+                return unsafe { lt.matmul(&g, self.a, self.b, self.c) };
+            }
+        };
         let int = |x: usize, what: &str| {
             i32::try_from(x)
                 .map_err(|_| SubjectError::Unavailable(format!("{}: {what} = {x} exceeds cuBLAS's int", self.what)))
@@ -171,7 +248,7 @@ impl CublasSharedExpert {
         // within i32 (cuBLAS takes int sizes; the epilogues index in 64 bits).
         let p = plan(case)?;
         let (t, h, f) = (p.t, p.h, p.f);
-        let handle = self.blas.lock().unwrap_or_else(|e| e.into_inner());
+        let mut engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
         let s = &self.dev.stream;
         let up = dev_err("upload");
         let bits = |v: &[f32]| v.iter().map(|&x| bf16_bits(x)).collect::<Vec<u16>>();
@@ -206,7 +283,7 @@ impl CublasSharedExpert {
             // storage holds offset + (T-1) stride + H elements, so column t
             // of x^T starts at offset + t stride and has H; z holds T x 2F
             // f32. The guards keep the buffers ordered on the stream.
-            unsafe { g.enqueue(&handle) }?;
+            unsafe { g.enqueue(&mut engine) }?;
         }
         if !backward {
             let mut hid: CudaSlice<u16> = s.alloc_zeros(t * f).map_err(&up)?;
@@ -236,7 +313,7 @@ impl CublasSharedExpert {
                 };
                 // SAFETY: w2 holds H x F (F x H column-major, ld F), h T x F
                 // (F x T, ld F), y T x H bf16 (H x T, ld H).
-                unsafe { g.enqueue(&handle) }?;
+                unsafe { g.enqueue(&mut engine) }?;
             }
             self.dev.finish("cublas shared_expert forward")?;
             let y = s.clone_dtoh(&y).map_err(dev_err("read-back"))?;
@@ -267,7 +344,7 @@ impl CublasSharedExpert {
             };
             // SAFETY: w2 holds H x F (F x H column-major, ld F: op N); dy's
             // storage as x's; dh T x F bf16 (F x T, ld F).
-            unsafe { g.enqueue(&handle) }?;
+            unsafe { g.enqueue(&mut engine) }?;
         }
         let mut b = s.launch_builder(&self.swiglu_bwd);
         b.arg(&z).arg(&dh).arg(&ti).arg(&fi).arg(&mut dz);
@@ -294,7 +371,7 @@ impl CublasSharedExpert {
             };
             // SAFETY: w1 holds 2F x H (H x 2F column-major, ld H: op N), dz
             // T x 2F (2F x T, ld 2F), dx T x H f32 (H x T, ld H).
-            unsafe { g.enqueue(&handle) }?;
+            unsafe { g.enqueue(&mut engine) }?;
         }
         self.dev.finish("cublas shared_expert backward")?;
         let dx = s.clone_dtoh(&dx).map_err(dev_err("read-back"))?;
@@ -305,7 +382,7 @@ impl CublasSharedExpert {
 
 impl Subject<SharedExpert> for CublasSharedExpert {
     fn name(&self) -> String {
-        NAME.into()
+        self.variant.name().into()
     }
 
     /// None: cuBLAS's summation order is its own (SPEC section 5).
@@ -336,6 +413,13 @@ mod tests {
         let start = text.find(signature).unwrap_or_else(|| panic!("{signature} not found"));
         let len = text[start..].find("\n\n").expect("a blank line after it");
         &text[start..start + len]
+    }
+
+    #[test]
+    fn names_follow_the_variants() {
+        let names: Vec<&str> = super::Variant::ALL.iter().map(|v| v.name()).collect();
+        assert_eq!(names, super::NAMES);
+        assert!(super::Variant::ALL.iter().enumerate().all(|(i, v)| *v as usize == i));
     }
 
     #[test]
