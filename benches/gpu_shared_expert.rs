@@ -104,6 +104,54 @@ fn check(cuda: &CudaSharedExpert, c: &SharedExpertCase) -> Result<Option<String>
     Ok(None)
 }
 
+/// The cuBLAS subjects' shapes: the speed table's (benches/torch_shared_expert.py).
+const LIBRARY_SHAPES: [(usize, usize, usize); 4] =
+    [(16, 4096, 2048), (256, 4096, 2048), (2048, 4096, 2048), (2048, 7168, 2048)];
+
+/// The cuBLAS subjects (`cublas`, PyTorch's default math; `cublaslt-pinned`,
+/// one algorithm without split-K for every T) timed like the strict
+/// kernels: the forward and forward + backward, five back to back a timing.
+/// Their backward recomputes z as the strict kernels' does (16 T H F in
+/// all; PyTorch keeps z: 12).
+fn libraries(only: &Option<usize>, warmup: usize, iters: usize) -> Result<Vec<serde_json::Value>, String> {
+    use bitparity::subject::cuda::shared_expert_cublas::{probe as probe_lib, Variant};
+    let e = |x: SubjectError| x.to_string();
+    let mut rows = Vec::new();
+    println!("\nthe cuBLAS subjects (GEMMs by cuBLAS, SPEC's epilogues), f+b = 16 T H F FLOPs");
+    println!("{:>22} {:>18} {:>9} {:>9} {:>8}", "subject", "T x H x F", "fwd ms", "f+b ms", "f+b TF");
+    for v in [Variant::Default, Variant::PinnedLt] {
+        let sub = match probe_lib(v) {
+            Ok(s) => s,
+            Err(r) => {
+                println!("SKIPPED {}: {r}", v.name());
+                continue;
+            }
+        };
+        let dev = sub.device();
+        for &(t, h, f) in &LIBRARY_SHAPES {
+            if only.is_some_and(|o| o != t) {
+                continue;
+            }
+            let mut dc = sub.upload(&case(t, h, f)).map_err(e)?;
+            let fwd = median(dev.time_batched_us(warmup, iters, 5, || dc.launch_forward()).map_err(e)?) / 1e3;
+            let both = median(
+                dev.time_batched_us(warmup, iters, 5, || {
+                    dc.launch_forward()?;
+                    dc.launch_backward()
+                })
+                .map_err(e)?,
+            ) / 1e3;
+            let tf = 16.0 * (t * h * f) as f64 / (both * 1e-3) / 1e12;
+            println!("{:>22} {:>18} {fwd:>9.4} {both:>9.4} {tf:>8.2}", v.name(), format!("{t}x{h}x{f}"));
+            rows.push(serde_json::json!({
+                "subject": v.name(), "version": sub.version, "t": t, "h": h, "f": f,
+                "fwd_ms": fwd, "fwd_bwd_ms": both, "fwd_bwd_tflops": tf,
+            }));
+        }
+    }
+    Ok(rows)
+}
+
 fn main() {
     let mut json_path = None;
     let (mut iters, mut warmup) = (30usize, 3usize);
@@ -231,6 +279,7 @@ fn main() {
             "nvrtc_extra": std::env::var("BITPARITY_NVRTC_EXTRA").unwrap_or_default(),
             "iters": iters, "warmup": warmup,
             "rows": rows,
+            "libraries": libraries(&only, warmup, iters)?,
         }))
     };
     match run() {

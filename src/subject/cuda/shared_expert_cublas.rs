@@ -144,7 +144,7 @@ fn load(variant: Variant) -> Result<CublasSharedExpert, String> {
 
 /// A cuBLAS failure as a subject's.
 fn blas_err(what: &'static str) -> impl Fn(blas::CublasError) -> SubjectError {
-    move |e| SubjectError::Device(format!("{what}: {e}"))
+    move |e| SubjectError::Device(format!("cublasGemmEx {what}: {e}"))
 }
 
 /// One `cublasGemmEx` in cuBLAS's column-major terms: C (m x n, leading
@@ -235,147 +235,205 @@ impl Gemm {
     }
 }
 
+fn launch_cfg(elements: usize) -> LaunchConfig {
+    let blocks = elements.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A case on the GPU: inputs (bf16 bits at their layout), intermediates
+/// and outputs; launches and read-backs are separate, so that the bench
+/// times the GEMMs and epilogues alone.
+pub struct DeviceCublasCase {
+    subject: CublasSharedExpert,
+    t: usize,
+    h: usize,
+    f: usize,
+    off: usize,
+    ld: usize,
+    x: CudaSlice<u16>,
+    dy: CudaSlice<u16>,
+    w1: CudaSlice<u16>,
+    w2: CudaSlice<u16>,
+    /// T x 2F f32: z = x w1^T, written by both passes.
+    z: CudaSlice<f32>,
+    hid: CudaSlice<u16>,
+    y: CudaSlice<u16>,
+    dh: CudaSlice<u16>,
+    dz: CudaSlice<u16>,
+    dx: CudaSlice<f32>,
+}
+
 impl CublasSharedExpert {
-    fn launch_cfg(&self, elements: usize) -> LaunchConfig {
-        let blocks = elements.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS) as u32;
-        LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+    /// The device this subject runs on (timing).
+    pub fn device(&self) -> &Device {
+        &self.dev
     }
 
-    /// Runs the forward (`backward` false) or the backward of `case` and
-    /// reads back y (bf16 values) or dX.
-    fn run(&self, case: &SharedExpertCase, backward: bool) -> Result<Vec<f32>, SubjectError> {
+    /// Validates `case` and uploads it: x and dy as their storage (the
+    /// real offset and row stride, a NaN in every gap), the weights dense.
+    pub fn upload(&self, case: &SharedExpertCase) -> Result<DeviceCublasCase, SubjectError> {
         // The strict subject's plan: validation, and every size and count
         // within i32 (cuBLAS takes int sizes; the epilogues index in 64 bits).
         let p = plan(case)?;
         let (t, h, f) = (p.t, p.h, p.f);
-        let mut engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
         let s = &self.dev.stream;
         let up = dev_err("upload");
         let bits = |v: &[f32]| v.iter().map(|&x| bf16_bits(x)).collect::<Vec<u16>>();
-        let (off, ld) = (case.layout.offset, case.layout.row_stride);
-        let x: CudaSlice<u16> = s.clone_htod(&bits(&case.x_storage(GAP_POISON))).map_err(&up)?;
-        let w1: CudaSlice<u16> = s.clone_htod(&bits(&case.w1)).map_err(&up)?;
-        let w2: CudaSlice<u16> = s.clone_htod(&bits(&case.w2)).map_err(&up)?;
-        let mut z: CudaSlice<f32> = s.alloc_zeros(t * 2 * f).map_err(&up)?;
-        let (ti, fi) = (t as i32, f as i32); // within i32 (plan)
+        Ok(DeviceCublasCase {
+            subject: self.clone(),
+            t,
+            h,
+            f,
+            off: case.layout.offset,
+            ld: case.layout.row_stride,
+            x: s.clone_htod(&bits(&case.x_storage(GAP_POISON))).map_err(&up)?,
+            dy: s.clone_htod(&bits(&case.dy_storage(GAP_POISON))).map_err(&up)?,
+            w1: s.clone_htod(&bits(&case.w1)).map_err(&up)?,
+            w2: s.clone_htod(&bits(&case.w2)).map_err(&up)?,
+            z: s.alloc_zeros(t * 2 * f).map_err(&up)?,
+            hid: s.alloc_zeros(t * f).map_err(&up)?,
+            y: s.alloc_zeros(t * h).map_err(&up)?,
+            dh: s.alloc_zeros(t * f).map_err(&up)?,
+            dz: s.alloc_zeros(t * 2 * f).map_err(&up)?,
+            dx: s.alloc_zeros(t * h).map_err(&up)?,
+        })
+    }
+}
 
-        // z^T (2F x T) = w1 (stored H x 2F: op T) . x^T (H x T, ld = stride):
-        // z row-major T x 2F, in both passes (the backward recomputes it).
+impl DeviceCublasCase {
+    /// z^T (2F x T) = w1 (stored H x 2F: op T) . x^T (H x T, ld = stride).
+    fn gemm_z(&mut self, engine: &mut Engine) -> Result<(), SubjectError> {
+        let s = self.subject.dev.stream.clone();
+        let (pa, _ga) = self.w1.device_ptr(&s);
+        let (pb, _gb) = self.x.device_ptr(&s);
+        let (pc, _gc) = self.z.device_ptr_mut(&s);
+        let g = Gemm {
+            what: "z = x w1^T",
+            trans_a: true,
+            m: 2 * self.f,
+            n: self.t,
+            k: self.h,
+            a: pa,
+            lda: self.h,
+            b: pb + 2 * self.off as u64,
+            ldb: self.ld,
+            c: pc,
+            c_bf16: false,
+            ldc: 2 * self.f,
+        };
+        // SAFETY: w1 holds 2F x H bf16 (H x 2F column-major, ld H); x's
+        // storage holds offset + (T-1) stride + H elements, so column t of
+        // x^T starts at offset + t stride and has H; z holds T x 2F f32. The
+        // guards keep the buffers ordered on the stream.
+        unsafe { g.enqueue(engine) }
+    }
+
+    /// Enqueues the forward: z, h = SwiGLU(z) (bf16), y = bf16(h w2^T).
+    pub fn launch_forward(&mut self) -> Result<(), SubjectError> {
+        let subject = self.subject.clone();
+        let mut engine = subject.engine.lock().unwrap_or_else(|e| e.into_inner());
+        self.gemm_z(&mut engine)?;
+        let s = subject.dev.stream.clone();
+        let (ti, fi) = (self.t as i32, self.f as i32); // within i32 (plan)
+        let mut b = s.launch_builder(&subject.swiglu_fwd);
+        b.arg(&self.z).arg(&ti).arg(&fi).arg(&mut self.hid);
+        // SAFETY: se_swiglu_fwd(z, T, F, h): z T x 2F f32, h T x F bf16;
+        // grid-stride over T F < 2^31 elements; static shared memory.
+        unsafe { b.launch(launch_cfg(self.t * self.f)) }.map_err(dev_err("se_swiglu_fwd launch"))?;
+        let (pa, _ga) = self.w2.device_ptr(&s);
+        let (pb, _gb) = self.hid.device_ptr(&s);
+        let (pc, _gc) = self.y.device_ptr_mut(&s);
+        let g = Gemm {
+            what: "y = h w2^T",
+            trans_a: true,
+            m: self.h,
+            n: self.t,
+            k: self.f,
+            a: pa,
+            lda: self.f,
+            b: pb,
+            ldb: self.f,
+            c: pc,
+            c_bf16: true,
+            ldc: self.h,
+        };
+        // SAFETY: w2 holds H x F (F x H column-major, ld F), h T x F (F x T,
+        // ld F), y T x H bf16 (H x T, ld H).
+        unsafe { g.enqueue(&mut engine) }
+    }
+
+    /// Enqueues the backward (no forward needed: z is recomputed): dh =
+    /// bf16(dy w2), z, dz = SwiGLU'(z, dh) (bf16), dX = dz w1 (f32).
+    pub fn launch_backward(&mut self) -> Result<(), SubjectError> {
+        let subject = self.subject.clone();
+        let mut engine = subject.engine.lock().unwrap_or_else(|e| e.into_inner());
+        let s = subject.dev.stream.clone();
         {
-            let (pa, _ga) = w1.device_ptr(s);
-            let (pb, _gb) = x.device_ptr(s);
-            let (pc, _gc) = z.device_ptr_mut(s);
+            let (pa, _ga) = self.w2.device_ptr(&s);
+            let (pb, _gb) = self.dy.device_ptr(&s);
+            let (pc, _gc) = self.dh.device_ptr_mut(&s);
             let g = Gemm {
-                what: "cublasGemmEx z = x w1^T",
-                trans_a: true,
-                m: 2 * f,
-                n: t,
-                k: h,
-                a: pa,
-                lda: h,
-                b: pb + 2 * off as u64,
-                ldb: ld,
-                c: pc,
-                c_bf16: false,
-                ldc: 2 * f,
-            };
-            // SAFETY: w1 holds 2F x H bf16 (H x 2F column-major, ld H); x's
-            // storage holds offset + (T-1) stride + H elements, so column t
-            // of x^T starts at offset + t stride and has H; z holds T x 2F
-            // f32. The guards keep the buffers ordered on the stream.
-            unsafe { g.enqueue(&mut engine) }?;
-        }
-        if !backward {
-            let mut hid: CudaSlice<u16> = s.alloc_zeros(t * f).map_err(&up)?;
-            let mut y: CudaSlice<u16> = s.alloc_zeros(t * h).map_err(&up)?;
-            let mut b = s.launch_builder(&self.swiglu_fwd);
-            b.arg(&z).arg(&ti).arg(&fi).arg(&mut hid);
-            // SAFETY: se_swiglu_fwd(z, T, F, h): z T x 2F f32, h T x F bf16;
-            // grid-stride over T F < 2^31 elements; static shared memory.
-            unsafe { b.launch(self.launch_cfg(t * f)) }.map_err(dev_err("se_swiglu_fwd launch"))?;
-            {
-                let (pa, _ga) = w2.device_ptr(s);
-                let (pb, _gb) = hid.device_ptr(s);
-                let (pc, _gc) = y.device_ptr_mut(s);
-                let g = Gemm {
-                    what: "cublasGemmEx y = h w2^T",
-                    trans_a: true,
-                    m: h,
-                    n: t,
-                    k: f,
-                    a: pa,
-                    lda: f,
-                    b: pb,
-                    ldb: f,
-                    c: pc,
-                    c_bf16: true,
-                    ldc: h,
-                };
-                // SAFETY: w2 holds H x F (F x H column-major, ld F), h T x F
-                // (F x T, ld F), y T x H bf16 (H x T, ld H).
-                unsafe { g.enqueue(&mut engine) }?;
-            }
-            self.dev.finish("cublas shared_expert forward")?;
-            let y = s.clone_dtoh(&y).map_err(dev_err("read-back"))?;
-            self.dev.finish("read-back")?;
-            return Ok(y.into_iter().map(bf16_value).collect());
-        }
-        let dy: CudaSlice<u16> = s.clone_htod(&bits(&case.dy_storage(GAP_POISON))).map_err(&up)?;
-        let mut dh: CudaSlice<u16> = s.alloc_zeros(t * f).map_err(&up)?;
-        let mut dz: CudaSlice<u16> = s.alloc_zeros(t * 2 * f).map_err(&up)?;
-        let mut dx: CudaSlice<f32> = s.alloc_zeros(t * h).map_err(&up)?;
-        {
-            let (pa, _ga) = w2.device_ptr(s);
-            let (pb, _gb) = dy.device_ptr(s);
-            let (pc, _gc) = dh.device_ptr_mut(s);
-            let g = Gemm {
-                what: "cublasGemmEx dh = dy w2",
+                what: "dh = dy w2",
                 trans_a: false,
-                m: f,
-                n: t,
-                k: h,
+                m: self.f,
+                n: self.t,
+                k: self.h,
                 a: pa,
-                lda: f,
-                b: pb + 2 * off as u64,
-                ldb: ld,
+                lda: self.f,
+                b: pb + 2 * self.off as u64,
+                ldb: self.ld,
                 c: pc,
                 c_bf16: true,
-                ldc: f,
+                ldc: self.f,
             };
             // SAFETY: w2 holds H x F (F x H column-major, ld F: op N); dy's
             // storage as x's; dh T x F bf16 (F x T, ld F).
             unsafe { g.enqueue(&mut engine) }?;
         }
-        let mut b = s.launch_builder(&self.swiglu_bwd);
-        b.arg(&z).arg(&dh).arg(&ti).arg(&fi).arg(&mut dz);
+        self.gemm_z(&mut engine)?;
+        let (ti, fi) = (self.t as i32, self.f as i32); // within i32 (plan)
+        let mut b = s.launch_builder(&subject.swiglu_bwd);
+        b.arg(&self.z).arg(&self.dh).arg(&ti).arg(&fi).arg(&mut self.dz);
         // SAFETY: se_swiglu_bwd(z, dh, T, F, dz): z T x 2F f32, dh T x F
         // bf16, dz T x 2F bf16; grid-stride; static shared memory.
-        unsafe { b.launch(self.launch_cfg(t * f)) }.map_err(dev_err("se_swiglu_bwd launch"))?;
-        {
-            let (pa, _ga) = w1.device_ptr(s);
-            let (pb, _gb) = dz.device_ptr(s);
-            let (pc, _gc) = dx.device_ptr_mut(s);
-            let g = Gemm {
-                what: "cublasGemmEx dX = dz w1",
-                trans_a: false,
-                m: h,
-                n: t,
-                k: 2 * f,
-                a: pa,
-                lda: h,
-                b: pb,
-                ldb: 2 * f,
-                c: pc,
-                c_bf16: false,
-                ldc: h,
-            };
-            // SAFETY: w1 holds 2F x H (H x 2F column-major, ld H: op N), dz
-            // T x 2F (2F x T, ld 2F), dx T x H f32 (H x T, ld H).
-            unsafe { g.enqueue(&mut engine) }?;
-        }
-        self.dev.finish("cublas shared_expert backward")?;
-        let dx = s.clone_dtoh(&dx).map_err(dev_err("read-back"))?;
-        self.dev.finish("read-back")?;
+        unsafe { b.launch(launch_cfg(self.t * self.f)) }.map_err(dev_err("se_swiglu_bwd launch"))?;
+        let (pa, _ga) = self.w1.device_ptr(&s);
+        let (pb, _gb) = self.dz.device_ptr(&s);
+        let (pc, _gc) = self.dx.device_ptr_mut(&s);
+        let g = Gemm {
+            what: "dX = dz w1",
+            trans_a: false,
+            m: self.h,
+            n: self.t,
+            k: 2 * self.f,
+            a: pa,
+            lda: self.h,
+            b: pb,
+            ldb: 2 * self.f,
+            c: pc,
+            c_bf16: false,
+            ldc: self.h,
+        };
+        // SAFETY: w1 holds 2F x H (H x 2F column-major, ld H: op N), dz T x
+        // 2F (2F x T, ld 2F), dx T x H f32 (H x T, ld H).
+        unsafe { g.enqueue(&mut engine) }
+    }
+
+    /// Waits for the work enqueued and copies y back (bf16 values as f32).
+    pub fn read_forward(&self) -> Result<Vec<f32>, SubjectError> {
+        let dev = &self.subject.dev;
+        dev.finish("cublas shared_expert forward")?;
+        let y = dev.stream.clone_dtoh(&self.y).map_err(dev_err("read-back"))?;
+        dev.finish("read-back")?;
+        Ok(y.into_iter().map(bf16_value).collect())
+    }
+
+    /// Waits for the work enqueued and copies dX back.
+    pub fn read_backward(&self) -> Result<Vec<f32>, SubjectError> {
+        let dev = &self.subject.dev;
+        dev.finish("cublas shared_expert backward")?;
+        let dx = dev.stream.clone_dtoh(&self.dx).map_err(dev_err("read-back"))?;
+        dev.finish("read-back")?;
         Ok(dx)
     }
 }
@@ -395,11 +453,15 @@ impl Subject<SharedExpert> for CublasSharedExpert {
     }
 
     fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
-        Ok(SharedExpertForward { y: self.run(case, false)? })
+        let mut dc = self.upload(case)?;
+        dc.launch_forward()?;
+        Ok(SharedExpertForward { y: dc.read_forward()? })
     }
 
     fn backward(&self, case: &SharedExpertCase) -> Result<SharedExpertBackward<f32>, SubjectError> {
-        Ok(SharedExpertBackward { dx: self.run(case, true)? })
+        let mut dc = self.upload(case)?;
+        dc.launch_backward()?;
+        Ok(SharedExpertBackward { dx: dc.read_backward()? })
     }
 }
 
