@@ -4,14 +4,18 @@
 //! 5 leaves to cuBLAS: is a cuBLAS kernel batch-invariant once the choice of
 //! kernel, tile and split-K no longer depends on the batch?
 //!
-//! For each GEMM role (the same transposes, types and m and k), the
-//! algorithm is chosen once, at a reference batch ([`REFERENCE_N`]
-//! columns): among cuBLASLt's heuristic candidates for 2-byte aligned
-//! operands (any element offset is then allowed), the first without
-//! split-K (`CUBLASLT_ALGO_CONFIG_SPLITK_NUM` <= 1). Every later call of
-//! that role, whatever its n (the tokens), uses that algorithm, after
+//! For each GEMM role (the same transposes, types, m and k, and the
+//! operands' alignment class: 16 bytes, or 2 for an operand at an odd
+//! element offset or stride), the algorithm is chosen once, at a reference
+//! batch ([`REFERENCE_N`] columns): among cuBLASLt's heuristic candidates
+//! for operands of that alignment, the first without split-K
+//! (`CUBLASLT_ALGO_CONFIG_SPLITK_NUM` <= 1). Every later call of that role,
+//! whatever its n (the tokens), uses that algorithm, after
 //! `cublasLtMatmulAlgoCheck` accepts it for the call's shape; a shape it
-//! refuses is unavailable, never run with another algorithm.
+//! refuses is unavailable, never run with another algorithm. The two
+//! alignment classes get different kernels (the 2-byte ones are several
+//! times slower), so bits may differ between an aligned and a misaligned
+//! layout of the same values: offset/stride invariance is not promised.
 
 use super::nvrtc::guarded;
 use crate::subject::SubjectError;
@@ -50,6 +54,8 @@ struct Role {
     m: u64,
     k: u64,
     d_bf16: bool,
+    /// The operands' alignment in bytes (16 or 2).
+    align: u32,
 }
 
 /// The algorithm pinned for a role, and what it is (for reports).
@@ -170,9 +176,10 @@ impl PinnedLt {
         Ok(PinnedLt { handle, stream, workspace, pinned: HashMap::new() })
     }
 
-    /// The algorithm pinned for `g`'s role, chosen on first use.
-    pub fn pinned(&mut self, g: &LtGemm) -> Result<Pinned, SubjectError> {
-        let role = Role { trans_a: g.trans_a, m: g.m, k: g.k, d_bf16: g.d_bf16 };
+    /// The algorithm pinned for `g`'s role at alignment `align`, chosen on
+    /// first use.
+    fn pinned(&mut self, g: &LtGemm, align: u32) -> Result<Pinned, SubjectError> {
+        let role = Role { trans_a: g.trans_a, m: g.m, k: g.k, d_bf16: g.d_bf16, align };
         if let Some(p) = self.pinned.get(&role) {
             return Ok(*p);
         }
@@ -208,7 +215,7 @@ impl PinnedLt {
             P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
             P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
         ] {
-            set(a, 2)?;
+            set(a, align as u64)?;
         }
         // SAFETY: zeroed plain-data results (cuBLASLt writes `count` of them).
         let mut results: Vec<lt_sys::cublasLtMatmulHeuristicResult_t> = vec![unsafe { std::mem::zeroed() }; CANDIDATES];
@@ -249,7 +256,8 @@ impl PinnedLt {
             })?;
         // Said once per role, on stderr: which kernel the results are of.
         eprintln!(
-            "cublaslt-pinned: {} GEMM m {} k {} ({}): algorithm id {} tile {} split-K {} (of {count} candidates at n {REFERENCE_N})",
+            "cublaslt-pinned: {} GEMM m {} k {} ({}, {align}-byte aligned): algorithm id {} tile {} split-K {} (of {count} \
+             candidates at n {REFERENCE_N})",
             if g.trans_a { "A^T B" } else { "A B" },
             g.m,
             g.k,
@@ -269,7 +277,9 @@ impl PinnedLt {
     /// the matrices `g` describes (bf16 A and B, D of its type) while the
     /// stream runs the call.
     pub unsafe fn matmul(&mut self, g: &LtGemm, a: u64, b: u64, d: u64) -> Result<(), SubjectError> {
-        let pinned = self.pinned(g)?;
+        let d_size = if g.d_bf16 { 2 } else { 4 };
+        let aligned = [a, b, d, g.lda as u64 * 2, g.ldb as u64 * 2, g.ldd as u64 * d_size].iter().all(|v| v % 16 == 0);
+        let pinned = self.pinned(g, if aligned { 16 } else { 2 })?;
         let descs = Descs::new(g)?;
         // SAFETY: zeroed plain data that the check writes.
         let mut check: lt_sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };

@@ -47,8 +47,9 @@ pub enum Variant {
     /// `cublas-fp32-reduction`: `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION`,
     /// what PyTorch sets when that flag is False.
     Fp32Reduction,
-    /// `cublaslt-pinned`: cuBLASLt, one algorithm without split-K per GEMM,
-    /// chosen once at T = 2048 and used for every T.
+    /// `cublaslt-pinned`: cuBLASLt, one algorithm without split-K per GEMM
+    /// and operand alignment class, chosen once at T = 2048 and used for
+    /// every T ([`super::cublaslt`]).
     PinnedLt,
 }
 
