@@ -119,7 +119,7 @@ fn libraries(only: &Option<usize>, warmup: usize, iters: usize) -> Result<Vec<se
     let mut rows = Vec::new();
     println!("\nthe cuBLAS subjects (GEMMs by cuBLAS, SPEC's epilogues), f+b = 16 T H F FLOPs");
     println!("{:>22} {:>18} {:>9} {:>9} {:>8}", "subject", "T x H x F", "fwd ms", "f+b ms", "f+b TF");
-    for v in [Variant::Default, Variant::PinnedLt] {
+    for v in [Variant::Default, Variant::PinnedLt, Variant::PinnedLtAligned] {
         let sub = match probe_lib(v) {
             Ok(s) => s,
             Err(r) => {
@@ -147,6 +147,9 @@ fn libraries(only: &Option<usize>, warmup: usize, iters: usize) -> Result<Vec<se
                 "subject": v.name(), "version": sub.version, "t": t, "h": h, "f": f,
                 "fwd_ms": fwd, "fwd_bwd_ms": both, "fwd_bwd_tflops": tf,
             }));
+        }
+        for p in sub.pins() {
+            println!("    {} pinned: {p}", v.name());
         }
     }
     Ok(rows)

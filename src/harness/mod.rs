@@ -291,7 +291,10 @@ mod tests {
             assert!(matches!(e, Some(ResolveError::Unknown(_))), "{e:?}");
         }
         let Err(ResolveError::Unknown(m)) = resolve::<SharedExpert>("cublass") else { panic!("a typo resolves") };
-        assert!(m.contains("cuda, cublas, cublas-fp32-reduction, cublaslt-pinned, bugs"), "{m}");
+        assert!(
+            m.contains("cuda, cublas, cublas-fp32-reduction, cublaslt-pinned, cublaslt-pinned-aligned, bugs"),
+            "{m}"
+        );
         assert!(
             resolve::<SharedExpert>("cublas-fp32-reduction").is_ok_and(|s| s[0].name() == "cublas-fp32-reduction")
                 || matches!(resolve::<SharedExpert>("cublas-fp32-reduction"), Err(ResolveError::Unavailable(_)))

@@ -5,17 +5,22 @@
 //! kernel, tile and split-K no longer depends on the batch?
 //!
 //! For each GEMM role (the same transposes, types, m and k, and the
-//! operands' alignment class: 16 bytes, or 2 for an operand at an odd
-//! element offset or stride), the algorithm is chosen once, at a reference
-//! batch ([`REFERENCE_N`] columns): among cuBLASLt's heuristic candidates
-//! for operands of that alignment, the first without split-K
+//! operands' alignment class), the algorithm is chosen once, at a
+//! reference batch ([`REFERENCE_N`] columns): among cuBLASLt's heuristic
+//! candidates for operands of that alignment, the first without split-K
 //! (`CUBLASLT_ALGO_CONFIG_SPLITK_NUM` <= 1). Every later call of that role,
 //! whatever its n (the tokens), uses that algorithm, after
 //! `cublasLtMatmulAlgoCheck` accepts it for the call's shape; a shape it
-//! refuses is unavailable, never run with another algorithm. The two
-//! alignment classes get different kernels (the 2-byte ones are several
-//! times slower), so bits may differ between an aligned and a misaligned
-//! layout of the same values: offset/stride invariance is not promised.
+//! refuses is unavailable, never run with another algorithm.
+//!
+//! Alignment classes: with `aligned` false every operand is taken as 2-byte
+//! aligned (any element offset), one class; with `aligned` true, operands
+//! whose addresses and strides are multiples of 16 bytes form a second
+//! class with its own, faster algorithms (Hopper's), so bits may then
+//! differ between an aligned and a misaligned layout of the same values.
+//! Measured on the H200 (reports/shared-expert-2026-12-01): the 2-byte
+//! class pinned this way was batch-invariant on every case run, the
+//! 16-byte class was not.
 
 use super::nvrtc::guarded;
 use crate::subject::SubjectError;
@@ -48,14 +53,14 @@ pub struct LtGemm {
 }
 
 /// The role of a GEMM: what its pinned algorithm is keyed by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Role {
-    trans_a: bool,
-    m: u64,
-    k: u64,
-    d_bf16: bool,
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Role {
+    pub trans_a: bool,
+    pub m: u64,
+    pub k: u64,
+    pub d_bf16: bool,
     /// The operands' alignment in bytes (16 or 2).
-    align: u32,
+    pub align: u32,
 }
 
 /// The algorithm pinned for a role, and what it is (for reports).
@@ -70,6 +75,8 @@ pub struct Pinned {
 /// A cuBLASLt handle, its workspace and the pinned algorithms. Not Sync:
 /// the subject holds it under a mutex.
 pub struct PinnedLt {
+    /// Whether 16-byte aligned operands get their own algorithms.
+    aligned: bool,
     handle: lt_sys::cublasLtHandle_t,
     stream: Arc<CudaStream>,
     workspace: CudaSlice<u8>,
@@ -158,7 +165,7 @@ fn config(algo: &lt_sys::cublasLtMatmulAlgo_t, attr: lt_sys::cublasLtMatmulAlgoC
 impl PinnedLt {
     /// A handle on `stream` and its workspace. `Err`: why cuBLASLt cannot
     /// run here.
-    pub fn new(stream: Arc<CudaStream>) -> Result<PinnedLt, String> {
+    pub fn new(stream: Arc<CudaStream>, aligned: bool) -> Result<PinnedLt, String> {
         // SAFETY: only tries to dlopen the library's names.
         if !unsafe { lt_sys::is_culib_present() } {
             return Err("cuBLASLt not found: libcublasLt.so.13 is not on the library path".into());
@@ -173,7 +180,14 @@ impl PinnedLt {
                 return Err(format!("cuBLASLt workspace: {e}"));
             }
         };
-        Ok(PinnedLt { handle, stream, workspace, pinned: HashMap::new() })
+        Ok(PinnedLt { aligned, handle, stream, workspace, pinned: HashMap::new() })
+    }
+
+    /// What was pinned so far, sorted by role.
+    pub fn pins(&self) -> Vec<(Role, Pinned)> {
+        let mut v: Vec<_> = self.pinned.iter().map(|(r, p)| (*r, *p)).collect();
+        v.sort_by_key(|(r, _)| *r);
+        v
     }
 
     /// The algorithm pinned for `g`'s role at alignment `align`, chosen on
@@ -254,18 +268,6 @@ impl PinnedLt {
                     "cuBLASLt offers no algorithm without split-K for {role:?} ({count} candidates)"
                 ))
             })?;
-        // Said once per role, on stderr: which kernel the results are of.
-        eprintln!(
-            "cublaslt-pinned: {} GEMM m {} k {} ({}, {align}-byte aligned): algorithm id {} tile {} split-K {} (of {count} \
-             candidates at n {REFERENCE_N})",
-            if g.trans_a { "A^T B" } else { "A B" },
-            g.m,
-            g.k,
-            if g.d_bf16 { "bf16 out" } else { "f32 out" },
-            chosen.id,
-            chosen.tile,
-            chosen.splitk
-        );
         self.pinned.insert(role, chosen);
         Ok(chosen)
     }
@@ -279,7 +281,7 @@ impl PinnedLt {
     pub unsafe fn matmul(&mut self, g: &LtGemm, a: u64, b: u64, d: u64) -> Result<(), SubjectError> {
         let d_size = if g.d_bf16 { 2 } else { 4 };
         let aligned = [a, b, d, g.lda as u64 * 2, g.ldb as u64 * 2, g.ldd as u64 * d_size].iter().all(|v| v % 16 == 0);
-        let pinned = self.pinned(g, if aligned { 16 } else { 2 })?;
+        let pinned = self.pinned(g, if self.aligned && aligned { 16 } else { 2 })?;
         let descs = Descs::new(g)?;
         // SAFETY: zeroed plain data that the check writes.
         let mut check: lt_sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };

@@ -47,14 +47,18 @@ pub enum Variant {
     /// `cublas-fp32-reduction`: `CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION`,
     /// what PyTorch sets when that flag is False.
     Fp32Reduction,
-    /// `cublaslt-pinned`: cuBLASLt, one algorithm without split-K per GEMM
-    /// and operand alignment class, chosen once at T = 2048 and used for
+    /// `cublaslt-pinned`: cuBLASLt, one algorithm without split-K per GEMM,
+    /// for operands of any alignment, chosen once at T = 2048 and used for
     /// every T ([`super::cublaslt`]).
     PinnedLt,
+    /// `cublaslt-pinned-aligned`: the same, with algorithms of their own
+    /// (Hopper's fast ones) for 16-byte aligned operands.
+    PinnedLtAligned,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 3] = [Variant::Default, Variant::Fp32Reduction, Variant::PinnedLt];
+    pub const ALL: [Variant; 4] =
+        [Variant::Default, Variant::Fp32Reduction, Variant::PinnedLt, Variant::PinnedLtAligned];
 
     /// The subject's name.
     pub fn name(self) -> &'static str {
@@ -62,12 +66,13 @@ impl Variant {
             Variant::Default => "cublas",
             Variant::Fp32Reduction => "cublas-fp32-reduction",
             Variant::PinnedLt => "cublaslt-pinned",
+            Variant::PinnedLtAligned => "cublaslt-pinned-aligned",
         }
     }
 }
 
 /// The subjects' names, in [`Variant::ALL`]'s order.
-pub const NAMES: [&str; 3] = ["cublas", "cublas-fp32-reduction", "cublaslt-pinned"];
+pub const NAMES: [&str; 4] = ["cublas", "cublas-fp32-reduction", "cublaslt-pinned", "cublaslt-pinned-aligned"];
 
 /// What runs the GEMMs.
 enum Engine {
@@ -96,16 +101,16 @@ pub struct CublasSharedExpert {
 /// variant's math mode and the epilogue kernels, once per process and
 /// variant. `Err` is the reason it cannot run here.
 pub fn probe(variant: Variant) -> Result<CublasSharedExpert, String> {
-    static SUBJECTS: [OnceLock<Result<CublasSharedExpert, String>>; 3] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static SUBJECTS: [OnceLock<Result<CublasSharedExpert, String>>; 4] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
     SUBJECTS[variant as usize].get_or_init(|| load(variant)).clone()
 }
 
 fn load(variant: Variant) -> Result<CublasSharedExpert, String> {
     let dev = device()?;
     let (engine, version) = match variant {
-        Variant::PinnedLt => {
-            let lt = PinnedLt::new(dev.stream.clone())?;
+        Variant::PinnedLt | Variant::PinnedLtAligned => {
+            let lt = PinnedLt::new(dev.stream.clone(), variant == Variant::PinnedLtAligned)?;
             // SAFETY: the library is loaded (PinnedLt::new checked it).
             (Engine::Lt(lt), guarded(|| unsafe { cudarc::cublaslt::sys::cublasLtGetVersion() })?)
         }
@@ -265,6 +270,29 @@ pub struct DeviceCublasCase {
 }
 
 impl CublasSharedExpert {
+    /// The cuBLASLt algorithms pinned so far, one line each (empty for the
+    /// cuBLAS variants).
+    pub fn pins(&self) -> Vec<String> {
+        let engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        let Engine::Lt(lt) = &*engine else { return Vec::new() };
+        lt.pins()
+            .into_iter()
+            .map(|(r, p)| {
+                format!(
+                    "{} m {} k {} {} {}-byte: algorithm {} tile {} split-K {}",
+                    if r.trans_a { "A^T B" } else { "A B" },
+                    r.m,
+                    r.k,
+                    if r.d_bf16 { "bf16" } else { "f32" },
+                    r.align,
+                    p.id,
+                    p.tile,
+                    p.splitk
+                )
+            })
+            .collect()
+    }
+
     /// The device this subject runs on (timing).
     pub fn device(&self) -> &Device {
         &self.dev
