@@ -7,6 +7,8 @@
 
 use bitparity::fuzzing::files;
 use bitparity::harness::registry::run_fuzz_target;
+use proptest::prelude::{Rng, RngExt};
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
 
 /// The targets declared in fuzz/Cargo.toml, in file order.
@@ -43,43 +45,28 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     paths.iter().map(|p| std::fs::read(p).expect("a seed reads")).collect()
 }
 
-/// splitmix64: a fixed stream, so a failure here reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// One of libFuzzer's simpler moves on `seed`: a byte changed, a range cut
 /// out, a range of another seed spliced in, or the seed cut short.
-fn mutate(rng: &mut Rng, seed: &[u8], others: &[Vec<u8>]) -> Vec<u8> {
+fn mutate(rng: &mut TestRng, seed: &[u8], others: &[Vec<u8>]) -> Vec<u8> {
     let mut v = seed.to_vec();
-    match rng.below(4) {
+    match rng.random_range(0..4) {
         0 if !v.is_empty() => {
-            let i = rng.below(v.len());
-            v[i] = rng.next() as u8;
+            let i = rng.random_range(0..v.len());
+            v[i] = rng.random();
         }
         1 if !v.is_empty() => {
-            let a = rng.below(v.len());
-            let b = a + rng.below(v.len() - a + 1);
+            let a = rng.random_range(0..v.len());
+            let b = rng.random_range(a..=v.len());
             v.drain(a..b);
         }
         2 if !others.is_empty() => {
-            let o = &others[rng.below(others.len())];
-            let a = rng.below(o.len() + 1);
-            let b = a + rng.below(o.len() - a + 1);
-            let at = rng.below(v.len() + 1);
+            let o = &others[rng.random_range(0..others.len())];
+            let a = rng.random_range(0..=o.len());
+            let b = rng.random_range(a..=o.len());
+            let at = rng.random_range(0..=v.len());
             v.splice(at..at, o[a..b].iter().copied());
         }
-        _ => v.truncate(rng.below(v.len() + 1)),
+        _ => v.truncate(rng.random_range(0..=v.len())),
     }
     v
 }
@@ -94,7 +81,8 @@ fn every_fuzz_target_survives_its_seeds_and_their_mutations() {
     assert!(names.len() >= 8, "fuzz/Cargo.toml lists {names:?}");
     for (k, target) in names.iter().enumerate() {
         let seeds = seeds(target);
-        let mut rng = Rng(0xb17_9a21 + k as u64);
+        // A fixed stream per target, so that a failure here reproduces.
+        let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[k as u8; 32]);
         let mut inputs = seeds.clone();
         for s in &seeds {
             for _ in 0..MUTATIONS {
@@ -103,8 +91,8 @@ fn every_fuzz_target_survives_its_seeds_and_their_mutations() {
         }
         if seeds.is_empty() {
             for _ in 0..RANDOM_INPUTS {
-                let n = rng.below(200);
-                inputs.push((0..n).map(|_| rng.next() as u8).collect());
+                let n = rng.random_range(0..200);
+                inputs.push((0..n).map(|_| rng.random::<u8>()).collect());
             }
         }
         for (i, data) in inputs.iter().enumerate() {
