@@ -160,6 +160,27 @@ fn a_provider_of_one_clamp_tie_rule_is_judged_by_the_rule_it_claims() {
 }
 
 #[test]
+fn a_clamp_tie_claim_on_an_op_without_a_clamp_is_refused() {
+    let run = |args: &str| {
+        let subject = format!("exec:{} --serve-as shared_expert {args}", provider("pure_seqwise_loss.py"));
+        let out = bitparity()
+            .args(["check", "--op", "shared_expert", "--cases", "3", "--seed", "1", "--quiet", "--no-save"])
+            .args(["--property", "validation", "--subject"])
+            .arg(&subject)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out))
+    };
+    let (code, t) = run("--tie strict");
+    assert_eq!(code, Some(2), "{t}");
+    assert!(t.contains("claims clamp_tie strict, but shared_expert has no clamp"), "{t}");
+    // Without the claim the handshake is accepted (the cases then fail:
+    // this provider computes seqwise_loss).
+    let (code, t) = run("");
+    assert!(!t.contains("has no clamp") && code != Some(2), "{code:?} {t}");
+}
+
+#[test]
 fn a_planted_bug_is_caught_through_the_protocol() {
     let subject = format!("exec:{} --bug ignore-offset", provider("pure_seqwise_loss.py"));
     let out = bitparity()

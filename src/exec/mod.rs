@@ -391,6 +391,13 @@ pub fn resolve<O: Op + Wire>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, Re
             ))));
         }
     }
+    if let (Some(t), false) = (hello.clamp_tie, O::HAS_CLAMP) {
+        return Some(Err(ResolveError::Unknown(format!(
+            "subject {name} claims clamp_tie {}, but {} has no clamp (SPEC section 3's clamp_tie is the loss's)",
+            t.name(),
+            O::NAME
+        ))));
+    }
     if hello.padding == PaddingRule::Mask && !O::HAS_PADDING {
         return Some(Err(ResolveError::Unknown(format!(
             "subject {name} claims padding mask, but {} has no padding rows (docs/padding.md)",

@@ -144,6 +144,11 @@ pub trait Op: Sized + Send + Sync + 'static {
     /// rules are the same op).
     const HAS_PADDING: bool = true;
 
+    /// Whether the op has a clamp whose tie rule a subject can claim
+    /// (SPEC section 3's `clamp_tie`; `shared_expert` has none). True
+    /// exactly when [`Op::with_clamp_tie`] gives a case.
+    const HAS_CLAMP: bool = false;
+
     /// `case` with its clamp tie rule (SPEC section 3's `clamp_tie`, the
     /// side of n == eps the gradient gate opens on) set to `tie`: what a
     /// subject that implements one rule only is judged on. `None`: the op
@@ -314,5 +319,6 @@ mod clamp_tie_tests {
             dy: vec![1.0],
         };
         assert!(SharedExpert::with_clamp_tie(&x, ClampTie::Strict).is_none(), "shared_expert has no clamp");
+        assert!(SeqwiseLoss::HAS_CLAMP && Router::HAS_CLAMP && !SharedExpert::HAS_CLAMP);
     }
 }

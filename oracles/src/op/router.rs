@@ -26,6 +26,8 @@ impl Op for Router {
         case.validate()
     }
 
+    const HAS_CLAMP: bool = true;
+
     /// The fused loss's rule; a case without the loss has no clamp to tie.
     fn with_clamp_tie(case: &RouterCase, tie: ClampTie) -> Option<RouterCase> {
         let loss = case.loss.map(|l| FusedLoss { clamp_tie: tie, ..l });

@@ -24,6 +24,8 @@ impl Op for SeqwiseLoss {
         case.validate()
     }
 
+    const HAS_CLAMP: bool = true;
+
     fn with_clamp_tie(case: &SeqwiseCase, tie: ClampTie) -> Option<SeqwiseCase> {
         Some(SeqwiseCase { clamp_tie: tie, ..case.clone() })
     }

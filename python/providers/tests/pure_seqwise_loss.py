@@ -41,6 +41,9 @@ CLAIM = sys.argv[sys.argv.index("--claim") + 1] if "--claim" in sys.argv else ("
 # each case's rule).
 TIE = sys.argv[sys.argv.index("--tie") + 1] if "--tie" in sys.argv else None
 CLAIM_TIE = sys.argv[sys.argv.index("--claim-tie") + 1] if "--claim-tie" in sys.argv else (TIE or "case")
+# `--serve-as OP` announces another op in the handshake (for the handshake's
+# own tests: a claim that op cannot have must be refused before any case).
+SERVE_AS = sys.argv[sys.argv.index("--serve-as") + 1] if "--serve-as" in sys.argv else "seqwise_loss"
 # `--slow S` sleeps S seconds in each forward (a slow subject: shrinking one
 # of its failures takes minutes, and SIGINT must not wait for it).
 SLOW = float(sys.argv[sys.argv.index("--slow") + 1]) if "--slow" in sys.argv else 0.0
@@ -166,5 +169,5 @@ def backward(case):
 
 
 if __name__ == "__main__":
-    bitparity.serve(op="seqwise_loss", forward=forward, backward=backward, profile="serial", backend="python",
+    bitparity.serve(op=SERVE_AS, forward=forward, backward=backward, profile="serial", backend="python",
                     padding=CLAIM, clamp_tie=None if CLAIM_TIE == "case" else CLAIM_TIE)
