@@ -7,7 +7,7 @@
 
 use bitparity::fuzzing::files;
 use bitparity::harness::registry::run_fuzz_target;
-use proptest::prelude::{Rng, RngExt};
+use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
 
