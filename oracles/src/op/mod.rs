@@ -319,6 +319,9 @@ mod clamp_tie_tests {
             dy: vec![1.0],
         };
         assert!(SharedExpert::with_clamp_tie(&x, ClampTie::Strict).is_none(), "shared_expert has no clamp");
-        assert!(SeqwiseLoss::HAS_CLAMP && Router::HAS_CLAMP && !SharedExpert::HAS_CLAMP);
+        // HAS_CLAMP says what with_clamp_tie does.
+        assert_eq!(SeqwiseLoss::with_clamp_tie(&s, ClampTie::Strict).is_some(), SeqwiseLoss::HAS_CLAMP);
+        assert_eq!(Router::with_clamp_tie(&r, ClampTie::Strict).is_some(), Router::HAS_CLAMP);
+        assert_eq!(SharedExpert::with_clamp_tie(&x, ClampTie::Strict).is_some(), SharedExpert::HAS_CLAMP);
     }
 }
