@@ -14,7 +14,8 @@ pub const MAX_E: &str = "BITPARITY_MAX_E";
 /// Largest T of a generated case (default 1100).
 pub const MAX_T: &str = "BITPARITY_MAX_T";
 /// `reference`: tier B's real shapes (shared_expert's H x F = 4096 x 2048
-/// or 7168 x 2048) instead of the small ones (default `small`).
+/// or 7168 x 2048) instead of the small ones (default `small`);
+/// `reference-dense`: the same at dense layouts.
 pub const SHAPES: &str = "BITPARITY_SHAPES";
 /// `check`'s seed when `--seed` is not given (default: random, printed).
 pub const SEED: &str = "BITPARITY_SEED";
@@ -97,7 +98,7 @@ pub fn check_environment() -> Result<(), String> {
     if get::<f64>(EXEC_TIMEOUT)?.is_some() {
         exec_timeout()?;
     }
-    reference_shapes()?;
+    shapes()?;
     match get::<String>(REQUIRE_NVRTC)?.as_deref() {
         None | Some("0") | Some("1") => {}
         Some(v) => return Err(format!("{REQUIRE_NVRTC}={v:?}: must be 1 (or 0)")),
@@ -124,12 +125,38 @@ pub fn get_or<T: FromStr>(name: &str, default: T) -> Result<T, String> {
     Ok(get(name)?.unwrap_or(default))
 }
 
-/// [`SHAPES`]: whether tier B's reference shapes are asked for.
-pub fn reference_shapes() -> Result<bool, String> {
-    match get::<String>(SHAPES)?.as_deref() {
-        None | Some("small") => Ok(false),
-        Some("reference") => Ok(true),
-        Some(other) => Err(format!("{SHAPES}={other:?}: use small or reference")),
+/// The shapes [`SHAPES`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shapes {
+    /// Tier A's (the default).
+    Small,
+    /// Tier B's reference shapes, at random layouts.
+    Reference,
+    /// Tier B's reference shapes, dense (offset 0, row stride H): a layout
+    /// that never changes under a sub-batch.
+    ReferenceDense,
+}
+
+impl Shapes {
+    pub const ALL: [Shapes; 3] = [Shapes::Small, Shapes::Reference, Shapes::ReferenceDense];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Shapes::Small => "small",
+            Shapes::Reference => "reference",
+            Shapes::ReferenceDense => "reference-dense",
+        }
+    }
+}
+
+/// [`SHAPES`]: which shapes are asked for.
+pub fn shapes() -> Result<Shapes, String> {
+    match get::<String>(SHAPES)? {
+        None => Ok(Shapes::Small),
+        Some(v) => Shapes::ALL
+            .into_iter()
+            .find(|s| s.name() == v.trim())
+            .ok_or_else(|| format!("{SHAPES}={v:?}: use small, reference or reference-dense")),
     }
 }
 

@@ -176,7 +176,10 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
             max_t: first.generator.max_t,
             max_e: first.generator.max_e,
             // Recorded as the knob (in `knobs`, above), not in the generator.
-            reference_shapes: knob_list.iter().any(|(k, v)| k == knobs::SHAPES && v == "reference"),
+            shapes: knobs::Shapes::ALL
+                .into_iter()
+                .find(|s| knob_list.iter().any(|(k, v)| k == knobs::SHAPES && v == s.name()))
+                .unwrap_or(knobs::Shapes::Small),
         },
         knobs: knob_list,
         unavailable,

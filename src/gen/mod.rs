@@ -26,17 +26,17 @@ pub struct GenConfig {
     /// Tier B's real shapes instead of tier A's small ones, where an op's
     /// tier A shapes are smaller than its real ones (shared_expert: SPEC
     /// section 5's reference H x F, T up to `max_t`; the other ops' cases
-    /// are real-sized already and ignore it). Default false;
-    /// `BITPARITY_SHAPES=reference`. Such cases are meant for the GPU-side
+    /// are real-sized already and ignore it). Default small;
+    /// `BITPARITY_SHAPES=reference` (or `reference-dense`: dense layouts). Such cases are meant for the GPU-side
     /// properties (`--property batch-invariance`, `determinism`,
     /// `offset-stride`): the MPFR oracle and the profile oracle take minutes
     /// a case at those sizes.
-    pub reference_shapes: bool,
+    pub shapes: knobs::Shapes,
 }
 
 impl Default for GenConfig {
     fn default() -> Self {
-        GenConfig { max_te: 4096, max_e: 257, max_t: 1100, reference_shapes: false }
+        GenConfig { max_te: 4096, max_e: 257, max_t: 1100, shapes: knobs::Shapes::Small }
     }
 }
 
@@ -63,7 +63,7 @@ impl GenConfig {
             max_te: positive(knobs::MAX_TE, d.max_te)?,
             max_e: positive(knobs::MAX_E, d.max_e)?,
             max_t: positive(knobs::MAX_T, d.max_t)?,
-            reference_shapes: knobs::reference_shapes()?,
+            shapes: knobs::shapes()?,
         })
     }
 }

@@ -32,6 +32,7 @@
 
 use super::common::{pick, simpler, simplifications};
 use super::GenConfig;
+use crate::knobs::Shapes;
 use crate::model::shared_expert::{bf16_tie, SharedExpertModel, Trace};
 use oracles::case::shared_expert::{is_bf16, SharedExpertCase};
 use oracles::case::{Layout, MAX_OFFSET};
@@ -198,10 +199,10 @@ pub const REFERENCE_SHAPES: [(usize, usize); 2] = [(4096, 2048), (7168, 2048)];
 /// Most elements of x (T x H) in a reference-shape case: T is cut to it.
 const REFERENCE_MAX_TH: usize = 1 << 24;
 
-/// A tier-B case (`GenConfig::reference_shapes`): a reference shape, T in
-/// 1..=max_t (a third of the time at a tile edge) with T x H <= 2^24,
-/// plain or wide random values with sprinkled signed zeros, a random
-/// layout. None of the passes that run the kernel model (ties, tail
+/// A tier-B case (`GenConfig::shapes`): a reference shape, T in 1..=max_t
+/// (a third of the time at a tile edge) with T x H <= 2^24, plain or wide
+/// random values with sprinkled signed zeros, a random layout (dense for
+/// `reference-dense`). None of the passes that run the kernel model (ties, tail
 /// gates): at these sizes the model alone takes minutes a case, and tier B
 /// compares the subject with itself (batch invariance, determinism,
 /// offset/stride), which needs no special values to fail.
@@ -219,9 +220,13 @@ fn generate_reference<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedEx
             *v = if rng.random_bool(0.5) { 0.0 } else { -0.0 };
         }
     }
-    let layout = Layout {
-        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
-        row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
+    let layout = if cfg.shapes == Shapes::ReferenceDense {
+        Layout::dense(h)
+    } else {
+        Layout {
+            offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
+            row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
+        }
     };
     SharedExpertCase { t, h, f, layout, x, w1, w2, dy }
 }
@@ -336,7 +341,7 @@ fn aim_tie<R: Rng + ?Sized>(rng: &mut R, case: &mut SharedExpertCase, tie: Tie, 
 /// through proptest's pass-through RNG). T within `cfg.max_t`, H and F
 /// within `cfg.max_e` (and 16), T x H x F within `cfg.max_te`.
 pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCase {
-    if cfg.reference_shapes {
+    if cfg.shapes != Shapes::Small {
         return generate_reference(rng, cfg);
     }
     // A first draw of 64 bits (see the router's generator): short fuzz
@@ -1025,7 +1030,7 @@ mod tests {
     fn reference_shapes_are_the_reference_ones_within_their_bounds() {
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
         for max_t in [1, 130] {
-            let cfg = GenConfig { max_t, reference_shapes: true, ..GenConfig::default() };
+            let cfg = GenConfig { max_t, shapes: Shapes::Reference, ..GenConfig::default() };
             let c = generate(&mut rng, &cfg);
             assert_eq!(c.validate(), Ok(()));
             assert!(REFERENCE_SHAPES.contains(&(c.h, c.f)), "{} x {}", c.h, c.f);
@@ -1037,6 +1042,9 @@ mod tests {
                 assert_eq!(s.validate(), Ok(()));
                 assert!(smaller(s, &c));
             }
+            let dense = GenConfig { max_t, shapes: Shapes::ReferenceDense, ..GenConfig::default() };
+            let d = generate(&mut rng, &dense);
+            assert_eq!(d.layout, Layout::dense(d.h));
             // Past the gate, no class that needs the model (it would take minutes).
             if c.t * c.h * c.f > CLASSIFY_MAX_THF {
                 let classes = classify(&c);
