@@ -103,11 +103,21 @@ fn same_failure(a: &RawEntry, b: &RawEntry) -> bool {
 /// Writes `entry` under `root/<op>/`, atomically. An existing file of the
 /// same name is read back: kept when it holds this failure, replaced when it
 /// is not a readable entry, and left alone (the new entry takes the next free
-/// name) when it is another valid entry.
+/// name) when it is another valid entry. An entry larger than
+/// [`MAX_ENTRY_BYTES`] is refused (`Err`, nothing written): `replay` could
+/// never read it back, and a corpus must not hold what it cannot replay.
 pub fn save<C: Serialize>(root: &Path, entry: &Entry<C>) -> Result<Saved, String> {
+    let text = entry.to_text()?;
+    if text.len() as u64 > MAX_ENTRY_BYTES {
+        return Err(format!(
+            "not saved: the entry is {} MiB, past the {} MiB a corpus entry may hold (a case too big to shrink \
+             further; the reproduce command regenerates it)",
+            text.len() >> 20,
+            MAX_ENTRY_BYTES >> 20
+        ));
+    }
     let dir = root.join(&entry.op);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let text = entry.to_text()?;
     let raw = entry.raw()?;
     let name = entry.file_name();
     let stem = name.trim_end_matches(".json");
@@ -320,6 +330,20 @@ mod tests {
         let Saved::New(p2) = save(&root, &e).unwrap() else { panic!("not new") };
         assert_ne!(p2, p);
         assert_eq!(read_entry(&p).unwrap(), other);
+        std::fs::remove_dir_all(root).ok();
+    }
+
+    #[test]
+    fn an_entry_replay_could_not_read_is_not_saved() {
+        let root = tmp("too-big");
+        let e = entry(serde_json::json!({"x": "0".repeat(MAX_ENTRY_BYTES as usize)}));
+        let err = save(&root, &e).unwrap_err();
+        assert!(err.contains("past the 64 MiB"), "{err}");
+        assert!(!root.join("seqwise_loss").exists(), "something was written");
+        // A large entry within the limit is saved and reads back.
+        let small = entry(serde_json::json!({"x": "0".repeat(1 << 20)}));
+        let Saved::New(p) = save(&root, &small).unwrap() else { panic!("not new") };
+        assert_eq!(read_entry(&p).unwrap(), small);
         std::fs::remove_dir_all(root).ok();
     }
 
