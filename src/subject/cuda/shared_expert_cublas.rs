@@ -1,23 +1,27 @@
 //! cuBLAS as a subject of `shared_expert` (SPEC section 5: "cuBLAS (cudarc's
-//! cublas), as PyTorch runs it"), three ways ([`Variant`]): `--subject
+//! cublas), as PyTorch runs it"), four ways ([`Variant`]): `--subject
 //! cublas` and `--subject cublas-fp32-reduction`, PyTorch's two math modes,
-//! and `--subject cublaslt-pinned`, cuBLASLt with one algorithm without
-//! split-K pinned for every T ([`super::cublaslt`]).
+//! and `--subject cublaslt-pinned` / `cublaslt-pinned-aligned`, cuBLASLt
+//! with one algorithm without split-K pinned for every T
+//! ([`super::cublaslt`]).
 //!
 //! The four GEMMs of the first two are `cublasGemmEx` calls as PyTorch's
 //! bf16 `matmul` makes them: bf16 operands, `CUBLAS_COMPUTE_32F`,
 //! `CUBLAS_GEMM_DEFAULT`, cuBLAS's own choice of algorithm for each shape,
-//! and the math mode of the variant. y and dh come out of cuBLAS as bf16 (PyTorch's output type);
-//! z and dX as f32, since SPEC's z is the unrounded f32 product and dX is
-//! returned unrounded. Between the GEMMs, `kernels/shared_expert_cublas.cu`
-//! computes SPEC's SwiGLU epilogues elementwise, so this subject differs from
-//! the profile oracle only in what cuBLAS does.
+//! and the math mode of the variant. y and dh come out as bf16 (PyTorch's
+//! output type, rounded by the library); z and dX as f32, since SPEC's z is
+//! the unrounded f32 product and dX is returned unrounded. Between the
+//! GEMMs, `kernels/shared_expert_cublas.cu` computes SPEC's SwiGLU
+//! epilogues elementwise, so a subject differs from the profile oracle only
+//! in what the library does.
 //!
-//! It claims no profile: it is judged by accuracy within the bound of every
+//! They claim no profile: judged by accuracy within the bound of every
 //! summation order (`oracles::any_order`), by determinism, offset/stride and
-//! batch invariance, which cuBLAS is expected to break (its kernels, tile
-//! shapes and split-K depend on T). It is never among the default subjects:
-//! a vendor library that is known to break a property is run by name.
+//! batch invariance, which cuBLAS breaks (its kernel, tile shape and split-K
+//! follow the shape and the operands' alignment:
+//! reports/shared-expert-2026-12-01). They are never among the default
+//! subjects: a vendor library that is known to break a property is run by
+//! name.
 //!
 //! Fail closed as the strict subject: no libcublas, no GPU, no NVRTC is an
 //! explicit reason; a case past cuBLAS's int sizes is unavailable.
