@@ -15,9 +15,10 @@ Usage: python3 benches/torch_router.py [--json PATH] [--iters N] [--warmup N]
 """
 import argparse
 import json
-import statistics
 
 import torch
+
+from torch_timing import graphed, median_ms
 
 SHAPES = [(4096, 256, 8, 4, 8), (65536, 256, 8, 4, 8), (4096, 160, 8, 3, 6)]
 
@@ -48,34 +49,7 @@ def lcg(n, seed, scale, shift, device):
 
 
 def median_us(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
-
-
-def graphed(fn, warmup):
-    """fn captured in a CUDA graph (after warm-up on a side stream), as
-    torch.cuda.graphs documents; returns the replay."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
+    return median_ms(fn, warmup, iters) * 1000.0
 
 
 def main():

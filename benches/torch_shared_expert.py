@@ -21,10 +21,11 @@ Usage: python3 benches/torch_shared_expert.py [--json PATH] [--iters N]
 """
 import argparse
 import json
-import statistics
 
 import torch
 import torch.nn.functional as fn
+
+from torch_timing import graphed, median_ms
 
 SHAPES = [(16, 4096, 2048), (256, 4096, 2048), (2048, 4096, 2048), (2048, 7168, 2048)]
 
@@ -33,38 +34,6 @@ def mlp(x, w1, w2):
     f = w2.shape[1]
     z = x @ w1.t()
     return (fn.silu(z[:, :f]) * z[:, f:]) @ w2.t()
-
-
-def median_ms(call, warmup, iters, batch):
-    for _ in range(warmup):
-        call()
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(iters):
-        start.record()
-        for _ in range(batch):
-            call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
-
-
-def graphed(call, warmup):
-    """call captured in a CUDA graph (after warm-up on a side stream), as
-    torch.cuda.graphs documents; returns the replay."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(warmup):
-            call()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        call()
-    return g.replay
 
 
 def main():
