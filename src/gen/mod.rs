@@ -27,10 +27,10 @@ pub struct GenConfig {
     /// tier A shapes are smaller than its real ones (shared_expert: SPEC
     /// section 5's reference H x F, T up to `max_t`; the other ops' cases
     /// are real-sized already and ignore it). Default small;
-    /// `BITPARITY_SHAPES=reference` (or `reference-dense`: dense layouts). Such cases are meant for the GPU-side
-    /// properties (`--property batch-invariance`, `determinism`,
-    /// `offset-stride`): the MPFR oracle and the profile oracle take minutes
-    /// a case at those sizes.
+    /// `BITPARITY_SHAPES=reference` (or `reference-dense`: dense layouts).
+    /// Such cases are meant for the GPU-side properties (`--property
+    /// batch-invariance`, `determinism`, `offset-stride`): the MPFR oracle
+    /// and the profile oracle take minutes a case at those sizes.
     pub shapes: knobs::Shapes,
 }
 

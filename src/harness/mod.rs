@@ -168,10 +168,10 @@ pub fn available<O: Harness>() -> Available<O> {
 }
 
 /// Subjects by name: `all` (every available correct one), `oracle:<profile>`,
-/// `model:<profile>`, `cuda`, the op's libraries (`cublas`), `bug:<name>`, `bugs` (every planted bug), and
-/// any of these after `anyorder:`, the same subjects judged as claiming no
-/// profile ([`AnyOrderSubject`]). Those are never among the defaults: they
-/// run only when named.
+/// `model:<profile>`, `cuda`, the op's libraries (`cublas`), `bug:<name>`,
+/// `bugs` (every planted bug), and any of these after `anyorder:`, the same
+/// subjects judged as claiming no profile ([`AnyOrderSubject`]). Libraries
+/// and `anyorder:` are never among the defaults: they run only when named.
 pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveError> {
     if let Some(inner) = name.strip_prefix(ANY_ORDER_PREFIX) {
         if inner.starts_with(ANY_ORDER_PREFIX) {
