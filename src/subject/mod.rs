@@ -28,6 +28,10 @@ pub enum SubjectError {
     /// happened, how it ended, its last stderr lines. Always a failure.
     #[error("crashed: {0}")]
     Crashed(String),
+    /// A device subject wrote outside its buffers (a guard zone changed:
+    /// `subject::cuda::guard`). Always a failure.
+    #[error("out of bounds: {0}")]
+    OutOfBounds(String),
 }
 
 /// What kind of implementation a subject is: it decides which properties can

@@ -20,6 +20,7 @@
 pub mod cublaslt;
 pub mod device;
 pub mod expf;
+pub mod guard;
 pub mod nvrtc;
 pub mod router;
 pub mod seqwise_loss;

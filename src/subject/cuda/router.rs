@@ -16,9 +16,10 @@
 //! included), it never synchronises.
 
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
+use super::guard::Guarded;
 use super::{KernelId, GAP_POISON, LANE_WIDTHS, MAX_EXPERTS};
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
-use cudarc::driver::{sys as cu, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys as cu, CudaFunction, LaunchConfig, PushKernelArg};
 use oracles::case::router::{FusedLoss, RouterBackward, RouterCase, RouterForward};
 use oracles::case::seqwise_loss::ClampTie;
 use oracles::op::router::Router;
@@ -167,17 +168,17 @@ pub struct DeviceRouterCase {
     g: f32,
     fwd_grid: u32,
     bwd_grid: u32,
-    logits: CudaSlice<f32>,
-    bias: CudaSlice<f32>,
-    padding: CudaSlice<u8>,
-    gw: CudaSlice<f32>,
-    ids: CudaSlice<u32>,
-    weights: CudaSlice<f32>,
-    map: CudaSlice<u8>,
-    counts: CudaSlice<u32>,
-    scores: CudaSlice<f32>,
-    grad: CudaSlice<f32>,
-    freq: CudaSlice<f32>,
+    logits: Guarded<f32>,
+    bias: Guarded<f32>,
+    padding: Guarded<u8>,
+    gw: Guarded<f32>,
+    ids: Guarded<u32>,
+    weights: Guarded<f32>,
+    map: Guarded<u8>,
+    counts: Guarded<u32>,
+    scores: Guarded<f32>,
+    grad: Guarded<f32>,
+    freq: Guarded<f32>,
     /// A forward was enqueued: the backward and router_freq read its outputs.
     forward_enqueued: bool,
 }
@@ -195,7 +196,7 @@ impl CudaRouter {
     /// Validates `case` ([`plan`]) and uploads it: the logits as
     /// `case.storage(GAP_POISON)` (the real offset and row stride, NaN in
     /// every gap), the bias, the padding flags, gw; and allocates every
-    /// output.
+    /// output; every buffer between guard zones ([`Guarded`]).
     pub fn upload(&self, case: &RouterCase) -> Result<DeviceRouterCase, SubjectError> {
         let plan = plan(case)?;
         let (t, e, k) = (case.t, case.e, case.k);
@@ -212,7 +213,6 @@ impl CudaRouter {
             None => (0, 0, 0.0),
         };
         let s = &dev.stream;
-        let up = dev_err("upload");
         Ok(DeviceRouterCase {
             dev: dev.clone(),
             kernels: self.kernels.clone(),
@@ -231,17 +231,17 @@ impl CudaRouter {
             g,
             fwd_grid,
             bwd_grid,
-            logits: s.clone_htod(&case.storage(GAP_POISON)).map_err(&up)?,
-            bias: s.clone_htod(&case.bias).map_err(&up)?,
-            padding: s.clone_htod(&padding).map_err(&up)?,
-            gw: s.clone_htod(&case.gw).map_err(&up)?,
-            ids: s.alloc_zeros(t * k).map_err(&up)?,
-            weights: s.alloc_zeros(t * k).map_err(&up)?,
-            map: s.alloc_zeros(t * e).map_err(&up)?,
-            counts: s.alloc_zeros(e).map_err(&up)?,
-            scores: s.alloc_zeros(t * e).map_err(&up)?,
-            grad: s.alloc_zeros(t * e).map_err(&up)?,
-            freq: s.alloc_zeros(e).map_err(&up)?,
+            logits: Guarded::upload(s, "logits", &case.storage(GAP_POISON))?,
+            bias: Guarded::upload(s, "bias", &case.bias)?,
+            padding: Guarded::upload(s, "padding", &padding)?,
+            gw: Guarded::upload(s, "gw", &case.gw)?,
+            ids: Guarded::zeros(s, "ids", t * k)?,
+            weights: Guarded::zeros(s, "weights", t * k)?,
+            map: Guarded::zeros(s, "map", t * e)?,
+            counts: Guarded::zeros(s, "counts", e)?,
+            scores: Guarded::zeros(s, "scores", t * e)?,
+            grad: Guarded::zeros(s, "grad", t * e)?,
+            freq: Guarded::zeros(s, "freq", e)?,
             forward_enqueued: false,
         })
     }
@@ -289,27 +289,27 @@ impl DeviceRouterCase {
     pub fn launch_forward(&mut self) -> Result<(), SubjectError> {
         let dev = self.dev.clone();
         let s = &dev.stream;
-        s.memset_zeros(&mut self.counts).map_err(dev_err("zeroing the counts"))?;
+        self.counts.zero(s)?;
         let (t, e, k) = (self.t as i32, self.e as i32, self.k as i32);
         let f = &self.kernels.fwd[self.plan.v_index];
         let mut b = s.launch_builder(f);
-        b.arg(&self.logits)
+        b.arg(self.logits.arg())
             .arg(&self.offset)
             .arg(&self.stride)
             .arg(&t)
             .arg(&e)
-            .arg(&self.bias)
+            .arg(self.bias.arg())
             .arg(&self.groups)
             .arg(&self.topk_groups)
             .arg(&k)
             .arg(&self.route_scale)
             .arg(&self.route_norm)
-            .arg(&self.padding)
-            .arg(&mut self.ids)
-            .arg(&mut self.weights)
-            .arg(&mut self.map)
-            .arg(&mut self.counts)
-            .arg(&mut self.scores);
+            .arg(self.padding.arg())
+            .arg(self.ids.arg())
+            .arg(self.weights.arg())
+            .arg(self.map.arg())
+            .arg(self.counts.arg())
+            .arg(self.scores.arg());
         // SAFETY: the arguments match router_fwd_v<V>'s signature in order and
         // type (pointers, i32 for int, i64 for long long, f32 for float);
         // `logits` holds offset + (T-1)*stride + E elements
@@ -320,8 +320,9 @@ impl DeviceRouterCase {
         // shape rules (G | E, E/G >= 2, L <= G, k <= L*E/G) that the kernel
         // relies on, and every size in i32. The dynamic shared memory is the
         // kernel's contract (fwd_shared_bytes), within the limit raised at
-        // load. map is a whole device allocation (cudaMalloc: 256-byte
-        // aligned), as the kernel's 16-byte map stores need. Every buffer is
+        // load. map starts 256-byte aligned (a whole allocation past a
+        // guard zone of GUARD_BYTES), as the kernel's 16-byte map stores
+        // need. Every buffer is
         // owned by self and outlives the launch (frees are stream-ordered).
         unsafe { b.launch(Self::cfg(self.fwd_grid, THREADS, self.plan.fwd_shared)) }
             .map_err(dev_err("router_fwd launch"))?;
@@ -346,11 +347,11 @@ impl DeviceRouterCase {
         let (t, e, k) = (self.t as i32, self.e as i32, self.k as i32);
         let f = &self.kernels.bwd[self.plan.v_index];
         let mut b = s.launch_builder(f);
-        b.arg(&self.scores)
-            .arg(&self.ids)
-            .arg(&self.gw)
-            .arg(&self.padding)
-            .arg(&self.counts)
+        b.arg(self.scores.arg())
+            .arg(self.ids.arg())
+            .arg(self.gw.arg())
+            .arg(self.padding.arg())
+            .arg(self.counts.arg())
             .arg(&t)
             .arg(&e)
             .arg(&k)
@@ -359,7 +360,7 @@ impl DeviceRouterCase {
             .arg(&self.fused)
             .arg(&self.inclusive)
             .arg(&self.g)
-            .arg(&mut self.grad);
+            .arg(self.grad.arg());
         // SAFETY: the arguments match router_bwd_v<V>'s signature in order and
         // type; scores T*E, ids and gw T*k, padding T, counts E, grad T*E
         // elements. ids holds the forward's distinct experts < E (a forward
@@ -382,7 +383,7 @@ impl DeviceRouterCase {
         let s = &dev.stream;
         let e = self.e as i32;
         let mut b = s.launch_builder(&self.kernels.freq);
-        b.arg(&self.counts).arg(&e).arg(&mut self.freq);
+        b.arg(self.counts.arg()).arg(&e).arg(self.freq.arg());
         // SAFETY: matches router_freq's signature; counts and freq hold E
         // elements; one block of 1024 threads (its __launch_bounds__), no
         // dynamic shared memory.
@@ -394,13 +395,13 @@ impl DeviceRouterCase {
     pub fn read_forward(&self) -> Result<RouterForward<f32>, SubjectError> {
         self.require_forward("read_forward")?;
         self.dev.finish("router forward")?;
+        self.check_guards()?;
         let s = &self.dev.stream;
-        let rd = dev_err("read-back");
-        let ids = s.clone_dtoh(&self.ids).map_err(&rd)?;
-        let weights = s.clone_dtoh(&self.weights).map_err(&rd)?;
-        let map = s.clone_dtoh(&self.map).map_err(&rd)?;
-        let counts = s.clone_dtoh(&self.counts).map_err(&rd)?;
-        let scores = s.clone_dtoh(&self.scores).map_err(&rd)?;
+        let ids = self.ids.read(s)?;
+        let weights = self.weights.read(s)?;
+        let map = self.map.read(s)?;
+        let counts = self.counts.read(s)?;
+        let scores = self.scores.read(s)?;
         self.dev.finish("read-back")?;
         Ok(RouterForward { ids, weights, map: map.into_iter().map(|b| b != 0).collect(), counts, scores })
     }
@@ -408,7 +409,8 @@ impl DeviceRouterCase {
     /// Waits for the backward and copies the gradient back.
     pub fn read_backward(&self) -> Result<RouterBackward<f32>, SubjectError> {
         self.dev.finish("router backward")?;
-        let grad = self.dev.stream.clone_dtoh(&self.grad).map_err(dev_err("read-back"))?;
+        self.check_guards()?;
+        let grad = self.grad.read(&self.dev.stream)?;
         self.dev.finish("read-back")?;
         Ok(RouterBackward { grad })
     }
@@ -416,9 +418,27 @@ impl DeviceRouterCase {
     /// Waits for router_freq and copies f back (E values).
     pub fn read_frequencies(&self) -> Result<Vec<f32>, SubjectError> {
         self.dev.finish("router_freq")?;
-        let freq = self.dev.stream.clone_dtoh(&self.freq).map_err(dev_err("read-back"))?;
+        self.check_guards()?;
+        let freq = self.freq.read(&self.dev.stream)?;
         self.dev.finish("read-back")?;
         Ok(freq)
+    }
+
+    /// Every buffer's guard zones, inputs included (a kernel must not write
+    /// its inputs either).
+    fn check_guards(&self) -> Result<(), SubjectError> {
+        let s = &self.dev.stream;
+        self.logits.check(s)?;
+        self.bias.check(s)?;
+        self.padding.check(s)?;
+        self.gw.check(s)?;
+        self.ids.check(s)?;
+        self.weights.check(s)?;
+        self.map.check(s)?;
+        self.counts.check(s)?;
+        self.scores.check(s)?;
+        self.grad.check(s)?;
+        self.freq.check(s)
     }
 }
 

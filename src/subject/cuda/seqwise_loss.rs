@@ -2,9 +2,10 @@
 //! the `cuda` subject of `seqwise_loss`.
 
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
+use super::guard::Guarded;
 use super::{KernelId, GAP_POISON, LANE_WIDTHS, MAX_EXPERTS};
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
-use cudarc::driver::{sys as cu, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys as cu, CudaFunction, LaunchConfig, PushKernelArg};
 use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::profile::seqwise_loss::SeqwiseProfile;
@@ -82,17 +83,17 @@ pub struct DeviceCase {
     v_index: usize,
     /// The backward's grid: one warp per row, at most one wave.
     bwd_grid: u32,
-    scores: CudaSlice<f32>,
-    padding: CudaSlice<u8>,
-    map: CudaSlice<u8>,
-    p_part: CudaSlice<f32>,
-    c_part: CudaSlice<u32>,
-    p: CudaSlice<f32>,
-    counts: CudaSlice<u32>,
-    freq: CudaSlice<f32>,
-    raw: CudaSlice<f32>,
-    ticket: CudaSlice<u32>,
-    grad: CudaSlice<f32>,
+    scores: Guarded<f32>,
+    padding: Guarded<u8>,
+    map: Guarded<u8>,
+    p_part: Guarded<f32>,
+    c_part: Guarded<u32>,
+    p: Guarded<f32>,
+    counts: Guarded<u32>,
+    freq: Guarded<f32>,
+    raw: Guarded<f32>,
+    ticket: Guarded<u32>,
+    grad: Guarded<f32>,
 }
 
 impl CudaSeqwise {
@@ -101,7 +102,8 @@ impl CudaSeqwise {
     }
 
     /// Validates `case` and uploads it: the scores as `case.storage(GAP_POISON)`
-    /// (the real offset and row stride), the padding flags, the map.
+    /// (the real offset and row stride), the padding flags, the map; every
+    /// buffer between guard zones ([`Guarded`]).
     pub fn upload(&self, case: &SeqwiseCase) -> Result<DeviceCase, SubjectError> {
         case.validate().map_err(invalid)?;
         let (t, e) = (case.t, case.e);
@@ -125,7 +127,6 @@ impl CudaSeqwise {
             .min(self.dev.resident_blocks(&self.kernels.bwd[v_index], BWD_THREADS, 0, "seqwise_bwd occupancy")?)
             .max(1);
         let s = &self.dev.stream;
-        let up = dev_err("upload");
         let dc = DeviceCase {
             dev: self.dev.clone(),
             kernels: self.kernels.clone(),
@@ -140,17 +141,17 @@ impl CudaSeqwise {
             g: case.g,
             v_index,
             bwd_grid,
-            scores: s.clone_htod(&case.storage(GAP_POISON)).map_err(&up)?,
-            padding: s.clone_htod(&padding).map_err(&up)?,
-            map: s.clone_htod(&map).map_err(&up)?,
-            p_part: s.alloc_zeros(nchunks * e).map_err(&up)?,
-            c_part: s.alloc_zeros(nchunks * e).map_err(&up)?,
-            p: s.alloc_zeros(e).map_err(&up)?,
-            counts: s.alloc_zeros(e).map_err(&up)?,
-            freq: s.alloc_zeros(e).map_err(&up)?,
-            raw: s.alloc_zeros(1).map_err(&up)?,
-            ticket: s.alloc_zeros(1).map_err(&up)?,
-            grad: s.alloc_zeros(t * e).map_err(&up)?,
+            scores: Guarded::upload(s, "scores", &case.storage(GAP_POISON))?,
+            padding: Guarded::upload(s, "padding", &padding)?,
+            map: Guarded::upload(s, "map", &map)?,
+            p_part: Guarded::zeros(s, "p_part", nchunks * e)?,
+            c_part: Guarded::zeros(s, "c_part", nchunks * e)?,
+            p: Guarded::zeros(s, "P", e)?,
+            counts: Guarded::zeros(s, "counts", e)?,
+            freq: Guarded::zeros(s, "freq", e)?,
+            raw: Guarded::zeros(s, "raw", 1)?,
+            ticket: Guarded::zeros(s, "ticket", 1)?,
+            grad: Guarded::zeros(s, "grad", t * e)?,
         };
         as_i32(t, "T")?;
         as_i32(e, "E")?;
@@ -176,17 +177,17 @@ impl DeviceCase {
         let nchunks = self.t.div_ceil(TOKEN_CHUNK) as i32;
         let f = &self.kernels.fwd_chunk[self.v_index];
         let mut b = s.launch_builder(f);
-        b.arg(&self.scores)
+        b.arg(self.scores.arg())
             .arg(&self.offset)
             .arg(&self.stride)
             .arg(&t)
             .arg(&e)
-            .arg(&self.padding)
-            .arg(&self.map)
+            .arg(self.padding.arg())
+            .arg(self.map.arg())
             .arg(&self.topk)
             .arg(&self.k)
-            .arg(&mut self.p_part)
-            .arg(&mut self.c_part);
+            .arg(self.p_part.arg())
+            .arg(self.c_part.arg());
         // SAFETY: the argument list matches seqwise_fwd_chunk_v<V>'s signature
         // (pointers, i32, i64 in order); `scores` holds offset + (T-1)*stride + E
         // elements (SeqwiseCase::storage), padding T bytes, map T*E bytes when
@@ -197,15 +198,15 @@ impl DeviceCase {
         unsafe { b.launch(Self::cfg(nchunks as u32, (FWD_THREADS, 1), fwd_shared_bytes(self.e) as u32)) }
             .map_err(dev_err("seqwise_fwd_chunk launch"))?;
         let mut b = s.launch_builder(&self.kernels.finalize);
-        b.arg(&self.p_part)
-            .arg(&self.c_part)
+        b.arg(self.p_part.arg())
+            .arg(self.c_part.arg())
             .arg(&nchunks)
             .arg(&e)
-            .arg(&mut self.p)
-            .arg(&mut self.counts)
-            .arg(&mut self.freq)
-            .arg(&mut self.raw)
-            .arg(&mut self.ticket);
+            .arg(self.p.arg())
+            .arg(self.counts.arg())
+            .arg(self.freq.arg())
+            .arg(self.raw.arg())
+            .arg(self.ticket.arg());
         // SAFETY: matches seqwise_fwd_finalize's signature; P, counts, freq hold
         // E elements, raw and ticket one (ticket starts at 0 and the kernel's
         // last block resets it); E <= 1024 fits its shared term buffer.
@@ -221,17 +222,17 @@ impl DeviceCase {
         let (t, e) = (self.t as i32, self.e as i32);
         let f = &self.kernels.bwd[self.v_index];
         let mut b = s.launch_builder(f);
-        b.arg(&self.scores)
+        b.arg(self.scores.arg())
             .arg(&self.offset)
             .arg(&self.stride)
             .arg(&t)
             .arg(&e)
-            .arg(&self.padding)
+            .arg(self.padding.arg())
             .arg(&self.topk)
             .arg(&self.inclusive)
             .arg(&self.g)
-            .arg(&self.freq)
-            .arg(&mut self.grad);
+            .arg(self.freq.arg())
+            .arg(self.grad.arg());
         // SAFETY: matches seqwise_bwd_v<V>'s signature; scores and padding as in
         // the forward, freq E elements, grad T*E; the warps loop over the rows,
         // warps past T return at once.
@@ -239,24 +240,44 @@ impl DeviceCase {
         Ok(())
     }
 
-    /// Waits for the forward and copies its outputs back.
+    /// Waits for the forward, checks every buffer's guards, and copies its
+    /// outputs back.
     pub fn read_forward(&self) -> Result<SeqwiseForward<f32>, SubjectError> {
         self.dev.finish("forward")?;
+        self.check_guards()?;
         let s = &self.dev.stream;
-        let rd = dev_err("read-back");
-        let raw = s.clone_dtoh(&self.raw).map_err(&rd)?;
-        let counts = s.clone_dtoh(&self.counts).map_err(&rd)?;
-        let freq = s.clone_dtoh(&self.freq).map_err(&rd)?;
+        let raw = self.raw.read(s)?;
+        let counts = self.counts.read(s)?;
+        let freq = self.freq.read(s)?;
         self.dev.finish("read-back")?;
         Ok(SeqwiseForward { raw: raw[0], counts, freq })
     }
 
-    /// Waits for the backward and copies the gradient back.
+    /// Waits for the backward, checks every buffer's guards, and copies the
+    /// gradient back.
     pub fn read_backward(&self) -> Result<SeqwiseBackward<f32>, SubjectError> {
         self.dev.finish("backward")?;
-        let grad = self.dev.stream.clone_dtoh(&self.grad).map_err(dev_err("read-back"))?;
+        self.check_guards()?;
+        let grad = self.grad.read(&self.dev.stream)?;
         self.dev.finish("read-back")?;
         Ok(SeqwiseBackward { grad })
+    }
+
+    /// Every buffer's guard zones, inputs included (a kernel must not write
+    /// its inputs either).
+    fn check_guards(&self) -> Result<(), SubjectError> {
+        let s = &self.dev.stream;
+        self.scores.check(s)?;
+        self.padding.check(s)?;
+        self.map.check(s)?;
+        self.p_part.check(s)?;
+        self.c_part.check(s)?;
+        self.p.check(s)?;
+        self.counts.check(s)?;
+        self.freq.check(s)?;
+        self.raw.check(s)?;
+        self.ticket.check(s)?;
+        self.grad.check(s)
     }
 }
 

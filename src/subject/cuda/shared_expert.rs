@@ -22,9 +22,10 @@
 //! kernels alone (CUDA events) and can capture them in a CUDA graph.
 
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
+use super::guard::Guarded;
 use super::{KernelId, GAP_POISON};
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
 use oracles::op::shared_expert::SharedExpert;
 use oracles::profile::shared_expert::SharedExpertProfile;
@@ -138,20 +139,20 @@ pub struct DeviceSharedExpertCase {
     plan: Plan,
     offset: i32,
     stride: i64,
-    x: CudaSlice<u16>,
-    dy: CudaSlice<u16>,
-    w1: CudaSlice<u16>,
-    w2: CudaSlice<u16>,
+    x: Guarded<u16>,
+    dy: Guarded<u16>,
+    w1: Guarded<u16>,
+    w2: Guarded<u16>,
     /// T x F bf16: the forward's h.
-    hid: CudaSlice<u16>,
+    hid: Guarded<u16>,
     /// T x H bf16: y.
-    y: CudaSlice<u16>,
+    y: Guarded<u16>,
     /// T x F bf16: the backward's dh.
-    dh: CudaSlice<u16>,
+    dh: Guarded<u16>,
     /// T x 2F bf16: dz.
-    dz: CudaSlice<u16>,
+    dz: Guarded<u16>,
     /// T x H f32: dX.
-    dx: CudaSlice<f32>,
+    dx: Guarded<f32>,
     forward_enqueued: bool,
     backward_enqueued: bool,
 }
@@ -168,28 +169,28 @@ impl CudaSharedExpert {
 
     /// Validates `case` ([`plan`]) and uploads it: x and dy as their storage
     /// (the real offset and row stride, a NaN in every gap), the weights
-    /// dense, all as bf16 bits; allocates every intermediate and output.
+    /// dense, all as bf16 bits; allocates every intermediate and output;
+    /// every buffer between guard zones ([`Guarded`]).
     pub fn upload(&self, case: &SharedExpertCase) -> Result<DeviceSharedExpertCase, SubjectError> {
         let plan = plan(case)?;
         let (t, h, f) = (plan.t, plan.h, plan.f);
         let bits = |v: &[f32]| v.iter().map(|&x| bf16_bits(x)).collect::<Vec<u16>>();
         let s = &self.dev.stream;
-        let up = dev_err("upload");
         Ok(DeviceSharedExpertCase {
             dev: self.dev.clone(),
             kernels: self.kernels.clone(),
             plan,
             offset: as_i32(case.layout.offset, "offset")?,
             stride: case.layout.row_stride as i64, // < 2^31, checked by plan
-            x: s.clone_htod(&bits(&case.x_storage(GAP_POISON))).map_err(&up)?,
-            dy: s.clone_htod(&bits(&case.dy_storage(GAP_POISON))).map_err(&up)?,
-            w1: s.clone_htod(&bits(&case.w1)).map_err(&up)?,
-            w2: s.clone_htod(&bits(&case.w2)).map_err(&up)?,
-            hid: s.alloc_zeros(t * f).map_err(&up)?,
-            y: s.alloc_zeros(t * h).map_err(&up)?,
-            dh: s.alloc_zeros(t * f).map_err(&up)?,
-            dz: s.alloc_zeros(t * 2 * f).map_err(&up)?,
-            dx: s.alloc_zeros(t * h).map_err(&up)?,
+            x: Guarded::upload(s, "x", &bits(&case.x_storage(GAP_POISON)))?,
+            dy: Guarded::upload(s, "dy", &bits(&case.dy_storage(GAP_POISON)))?,
+            w1: Guarded::upload(s, "w1", &bits(&case.w1))?,
+            w2: Guarded::upload(s, "w2", &bits(&case.w2))?,
+            hid: Guarded::zeros(s, "h", t * f)?,
+            y: Guarded::zeros(s, "y", t * h)?,
+            dh: Guarded::zeros(s, "dh", t * f)?,
+            dz: Guarded::zeros(s, "dz", t * 2 * f)?,
+            dx: Guarded::zeros(s, "dX", t * h)?,
             forward_enqueued: false,
             backward_enqueued: false,
         })
@@ -304,14 +305,14 @@ impl DeviceSharedExpertCase {
         match step {
             Step::GateUpFwd => {
                 let mut b = s.launch_builder(&self.kernels.gate_up_fwd);
-                b.arg(&self.x)
+                b.arg(self.x.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
-                    .arg(&self.w1)
+                    .arg(self.w1.arg())
                     .arg(&ti)
                     .arg(&hi)
                     .arg(&fi)
-                    .arg(&mut self.hid);
+                    .arg(self.hid.arg());
                 // SAFETY: the arguments match se_gate_up_fwd's signature
                 // (pointers, int, long long, int x3, pointer). x holds offset
                 // + (T-1)*stride + H elements (SharedExpertCase::x_storage)
@@ -324,7 +325,14 @@ impl DeviceSharedExpertCase {
             }
             Step::Down => {
                 let mut b = s.launch_builder(&self.kernels.gemm_nk_bf16);
-                b.arg(&self.hid).arg(&zero).arg(&ld_h).arg(&self.w2).arg(&ti).arg(&hi).arg(&fi).arg(&mut self.y);
+                b.arg(self.hid.arg())
+                    .arg(&zero)
+                    .arg(&ld_h)
+                    .arg(self.w2.arg())
+                    .arg(&ti)
+                    .arg(&hi)
+                    .arg(&fi)
+                    .arg(self.y.arg());
                 // SAFETY: matches se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K,
                 // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
@@ -333,14 +341,14 @@ impl DeviceSharedExpertCase {
             }
             Step::Dh => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_bf16);
-                b.arg(&self.dy)
+                b.arg(self.dy.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
-                    .arg(&self.w2)
+                    .arg(self.w2.arg())
                     .arg(&ti)
                     .arg(&fi)
                     .arg(&hi)
-                    .arg(&mut self.dh);
+                    .arg(self.dh.arg());
                 // SAFETY: matches se_gemm_kn_bf16(a, a_off, a_ld, b, M, N, K,
                 // out): a = dy (its storage: offset + (T-1)*stride + H
                 // elements, only the H of each row read), b = w2 (H x F:
@@ -350,15 +358,15 @@ impl DeviceSharedExpertCase {
             }
             Step::GateUpBwd => {
                 let mut b = s.launch_builder(&self.kernels.gate_up_bwd);
-                b.arg(&self.x)
+                b.arg(self.x.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
-                    .arg(&self.w1)
-                    .arg(&self.dh)
+                    .arg(self.w1.arg())
+                    .arg(self.dh.arg())
                     .arg(&ti)
                     .arg(&hi)
                     .arg(&fi)
-                    .arg(&mut self.dz);
+                    .arg(self.dz.arg());
                 // SAFETY: matches se_gate_up_bwd's signature; x and w1 as in
                 // GateUpFwd, dh T x F, dz T x 2F. Sizes within i32; grid as
                 // in GateUpFwd.
@@ -366,7 +374,14 @@ impl DeviceSharedExpertCase {
             }
             Step::Dx => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_f32);
-                b.arg(&self.dz).arg(&zero).arg(&ld_dz).arg(&self.w1).arg(&ti).arg(&hi).arg(&f2).arg(&mut self.dx);
+                b.arg(self.dz.arg())
+                    .arg(&zero)
+                    .arg(&ld_dz)
+                    .arg(self.w1.arg())
+                    .arg(&ti)
+                    .arg(&hi)
+                    .arg(&f2)
+                    .arg(self.dx.arg());
                 // SAFETY: matches se_gemm_kn_f32(a, a_off, a_ld, b, M, N, K,
                 // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
@@ -383,7 +398,8 @@ impl DeviceSharedExpertCase {
             return Err(SubjectError::Device("read_forward: call launch_forward first".into()));
         }
         self.dev.finish("shared_expert forward")?;
-        let y = self.dev.stream.clone_dtoh(&self.y).map_err(dev_err("read-back"))?;
+        self.check_guards()?;
+        let y = self.y.read(&self.dev.stream)?;
         self.dev.finish("read-back")?;
         Ok(y.into_iter().map(bf16_value).collect())
     }
@@ -394,9 +410,25 @@ impl DeviceSharedExpertCase {
             return Err(SubjectError::Device("read_backward: call launch_backward first".into()));
         }
         self.dev.finish("shared_expert backward")?;
-        let dx = self.dev.stream.clone_dtoh(&self.dx).map_err(dev_err("read-back"))?;
+        self.check_guards()?;
+        let dx = self.dx.read(&self.dev.stream)?;
         self.dev.finish("read-back")?;
         Ok(dx)
+    }
+
+    /// Every buffer's guard zones, inputs included (a kernel must not write
+    /// its inputs either).
+    fn check_guards(&self) -> Result<(), SubjectError> {
+        let s = &self.dev.stream;
+        self.x.check(s)?;
+        self.dy.check(s)?;
+        self.w1.check(s)?;
+        self.w2.check(s)?;
+        self.hid.check(s)?;
+        self.y.check(s)?;
+        self.dh.check(s)?;
+        self.dz.check(s)?;
+        self.dx.check(s)
     }
 }
 
