@@ -164,6 +164,15 @@ struct MutantsArgs {
     /// The triage of survivors (default: the kernels/mutants.toml built in).
     #[arg(long, value_name = "PATH")]
     triage: Option<PathBuf>,
+    /// Run every survivor again under these compute-sanitizer tools, in
+    /// turn (comma separated: memcheck, racecheck, synccheck, initcheck):
+    /// a mutant a tool reports on is killed by it. Each tool first runs on
+    /// the original kernels, and is not used when it reports on them.
+    #[arg(long, value_name = "TOOLS", conflicts_with = "compile_only")]
+    sanitizer: Option<String>,
+    /// Cases per op of each run under a sanitizer tool.
+    #[arg(long, default_value = "24", value_name = "N")]
+    sanitizer_cases: u64,
     /// No run: combine these earlier --json reports (repeatable; a later
     /// one's outcome of a mutant replaces an earlier one's) and judge them
     /// again with the triage.
@@ -823,6 +832,7 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             campaign_limit: campaign_seconds.map(Duration::from_secs_f64),
             jobs,
             devices,
+            sanitizer: a.sanitizer.as_deref().map(|t| sanitizer(t, a.sanitizer_cases)).transpose()?,
         };
         let run = chosen.iter().filter(|(_, r)| *r).count();
         eprintln!(
@@ -830,9 +840,14 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             plan.devices, plan.cases
         );
         header = format!(
-            "{run} mutants run, seed {seed}, {} cases{} per op, bitparity {}",
+            "{run} mutants run, seed {seed}, {} cases{} per op{}, bitparity {}",
             plan.cases,
             seconds.map_or(String::new(), |s| format!(" or {s} s")),
+            plan.sanitizer.as_ref().map_or(String::new(), |z| format!(
+                "; survivors again under compute-sanitizer {} ({} cases)",
+                z.tools.join(", "),
+                z.cases
+            )),
             env!("CARGO_PKG_VERSION")
         );
         campaign::run(chosen, &plan, &triage)?
@@ -888,6 +903,32 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
     let judged =
         rows.iter().any(|r| matches!(r.outcome, mreport::Outcome::Killed { .. } | mreport::Outcome::Survived { .. }));
     Ok(if judged { 0 } else { Verdict::NothingJudged.exit_code() })
+}
+
+/// The sanitizer stage of `mutants --sanitizer TOOLS`: the tools checked by
+/// name, compute-sanitizer found (PATH, then $CUDA_HOME/bin and
+/// /usr/local/cuda/bin), before any mutant runs.
+fn sanitizer(tools: &str, cases: u64) -> Result<bitparity::mutants::campaign::Sanitizer, String> {
+    const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
+    let tools: Vec<String> = tools.split(',').map(|t| t.trim().to_string()).collect();
+    if let Some(t) = tools.iter().find(|t| !TOOLS.contains(&t.as_str())) {
+        return Err(format!("--sanitizer: no tool {t:?} (known: {})", TOOLS.join(", ")));
+    }
+    if cases == 0 {
+        return Err("--sanitizer-cases must be at least 1".into());
+    }
+    let name = "compute-sanitizer";
+    let dirs = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("bin")))
+        .chain([PathBuf::from("/usr/local/cuda/bin")]);
+    let exe = dirs
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("--sanitizer: {name} is not on PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin"))?;
+    Ok(bitparity::mutants::campaign::Sanitizer { exe, tools, cases })
 }
 
 fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, corpus_root: &Path) -> Outcome {

@@ -73,6 +73,8 @@ fn bad_arguments_are_usage_errors() {
         (&["mutants", "--seconds=-1"][..], "--seconds must be a positive"),
         (&["mutants", "--seconds", "nan"][..], "--seconds must be a positive"),
         (&["mutants", "--triage", "/nonexistent/triage.toml"][..], "triage.toml"),
+        (&["mutants", "--sanitizer", "memcheck,nope"][..], "no tool \"nope\""),
+        (&["mutants", "--sanitizer", "memcheck", "--sanitizer-cases", "0"][..], "at least 1"),
     ] {
         let o = bitparity(args);
         let (_, err) = text(&o);
@@ -110,6 +112,15 @@ fn a_child_asked_for_no_such_mutant_says_so_in_its_verdict() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["outcome"], "crashed");
     assert!(v["detail"].as_str().unwrap().contains("no mutant"), "{v}");
+}
+
+#[test]
+fn a_child_asked_for_the_originals_of_no_such_op_says_so_in_its_verdict() {
+    let o = bitparity(&["mutant-child", "--id", "original:nope", "--seed", "1", "--cases", "1", "--originals", "/tmp"]);
+    let (out, _) = text(&o);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["outcome"], "crashed");
+    assert!(v["detail"].as_str().unwrap().contains("no op nope"), "{v}");
 }
 
 #[test]

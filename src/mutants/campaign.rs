@@ -176,7 +176,28 @@ pub struct Plan {
     pub jobs: usize,
     /// GPU ordinals, one per child round-robin.
     pub devices: Vec<usize>,
+    /// The sanitizer stage, if asked (`--sanitizer`).
+    pub sanitizer: Option<Sanitizer>,
 }
+
+/// The second stage of a campaign: every survivor of the properties run
+/// again, with `cases` cases, under each tool of compute-sanitizer in turn
+/// (memcheck sees accesses out of bounds in shared and global memory that no
+/// output shows, racecheck shared-memory races, synccheck misused barriers).
+/// A mutant the tool reports on is killed by it; first each tool runs on the
+/// unmutated kernels of every op the survivors reach, and a tool that
+/// reports on them is not used (its reports would mean nothing).
+#[derive(Clone, Debug)]
+pub struct Sanitizer {
+    /// The compute-sanitizer executable.
+    pub exe: std::path::PathBuf,
+    pub tools: Vec<String>,
+    pub cases: u64,
+}
+
+/// The exit code compute-sanitizer is asked to end with when its tool
+/// reported an error (`--error-exitcode`).
+const SANITIZER_EXIT: i32 = 86;
 
 struct Running {
     index: usize,
@@ -196,9 +217,137 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
         KernelId::ALL.into_iter().filter(|k| mutants.iter().any(|(m, run)| *run && m.kernels().contains(k))).collect();
     let dir = std::env::temp_dir().join(format!("bitparity-mutants-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = originals(&kernels, dev.arch(), &dir).and_then(|()| spawn_all(&exe, &dir, mutants, plan, triage));
+    let result = originals(&kernels, dev.arch(), &dir).and_then(|()| {
+        let jobs: Vec<Job> = mutants.iter().map(|(m, run)| Job::of(m, *run)).collect();
+        let outcomes = spawn_all(&exe, &dir, &jobs, plan, None)?;
+        match &plan.sanitizer {
+            Some(san) => sanitize(&exe, &dir, &mutants, outcomes, plan, san),
+            None => Ok(outcomes),
+        }
+    });
     let _ = std::fs::remove_dir_all(&dir);
-    result
+    let outcomes = result?;
+    Ok(mutants
+        .into_iter()
+        .zip(outcomes)
+        .map(|((m, _), o)| {
+            let (o, s) = o.unwrap_or((Outcome::NotRun, 0.0));
+            Row::new(m, o, s, triage)
+        })
+        .collect())
+}
+
+/// The sanitizer stage on the survivors among `outcomes` (see [`Sanitizer`]).
+fn sanitize(
+    exe: &Path,
+    dir: &Path,
+    mutants: &[(Mutant, bool)],
+    mut outcomes: Vec<Option<(Outcome, f64)>>,
+    plan: &Plan,
+    san: &Sanitizer,
+) -> Result<Vec<Option<(Outcome, f64)>>, String> {
+    let survived = |o: &Option<(Outcome, f64)>| matches!(o, Some((Outcome::Survived { .. }, _)));
+    let staged = Plan {
+        cases: san.cases,
+        seconds: None,
+        // A sanitizer slows the kernels tens of times.
+        hunt_limit: plan.hunt_limit * 10,
+        compile_limit: plan.compile_limit * 2,
+        campaign_limit: None,
+        ..plan.clone()
+    };
+    for tool in &san.tools {
+        let ops: Vec<&'static str> = op_kernels()
+            .into_iter()
+            .filter(|k| mutants.iter().zip(&outcomes).any(|((m, _), o)| survived(o) && m.kernels().contains(k)))
+            .filter_map(KernelId::op)
+            .collect();
+        if ops.is_empty() {
+            break;
+        }
+        // The baseline: the unmutated kernels of each op, under this tool.
+        let baseline: Vec<Job> = ops
+            .iter()
+            .map(|op| Job {
+                id: format!("{}{op}", child::ORIGINAL),
+                label: format!("the original {op} kernels"),
+                op: op.to_string(),
+                run: true,
+            })
+            .collect();
+        eprintln!("{tool}: the original kernels of {}...", ops.join(", "));
+        let wrap = Wrap { san, tool, dir };
+        let base = spawn_all(exe, dir, &baseline, &staged, Some(&wrap))?;
+        let dirty: Vec<String> = baseline
+            .iter()
+            .zip(&base)
+            .filter_map(|(j, o)| match o {
+                Some((Outcome::Killed { message, .. }, _)) => Some(format!("{}: {message}", j.op)),
+                Some((Outcome::Survived { .. }, _)) => None,
+                Some((o, _)) => Some(format!("{}: {}", j.op, o.label())),
+                None => Some(format!("{}: not run", j.op)),
+            })
+            .collect();
+        if !dirty.is_empty() {
+            eprintln!("{tool} is not used: it does not pass the original kernels ({})", dirty.join("; "));
+            continue;
+        }
+        let chosen: Vec<Job> = mutants.iter().zip(&outcomes).map(|((m, _), o)| Job::of(m, survived(o))).collect();
+        eprintln!("{tool}: {} survivors...", chosen.iter().filter(|j| j.run).count());
+        let verdicts = spawn_all(exe, dir, &chosen, &staged, Some(&wrap))?;
+        for (slot, v) in outcomes.iter_mut().zip(verdicts) {
+            // Only a report of the tool kills; a child that timed out or
+            // crashed under it leaves the survivor as it was.
+            if let Some((o @ Outcome::Killed { .. }, secs)) = v {
+                *slot = Some((o, secs));
+            }
+        }
+    }
+    Ok(outcomes)
+}
+
+/// A child run under a sanitizer tool: the verdict is the tool's.
+struct Wrap<'a> {
+    san: &'a Sanitizer,
+    tool: &'a str,
+    dir: &'a Path,
+}
+
+impl Wrap<'_> {
+    fn log(&self, index: usize) -> std::path::PathBuf {
+        self.dir.join(format!("{}-{index}.log", self.tool))
+    }
+
+    /// The verdict on a child that ended with `status`: killed when the tool
+    /// reported (its first error line is the message), survived otherwise
+    /// (with the child's own count of cases).
+    fn verdict(&self, index: usize, job: &Job, status: std::process::ExitStatus, child: Option<Outcome>) -> Outcome {
+        let cases = match child {
+            Some(Outcome::Survived { cases }) => cases,
+            _ => self.san.cases,
+        };
+        if status.code() != Some(SANITIZER_EXIT) {
+            return match child {
+                Some(o @ Outcome::Survived { .. }) => o,
+                Some(Outcome::Killed { .. }) => Outcome::Survived { cases },
+                other => other.unwrap_or(Outcome::Crashed { detail: format!("{status}, no verdict") }),
+            };
+        }
+        let log = std::fs::read_to_string(self.log(index)).unwrap_or_default();
+        let first = log
+            .lines()
+            .map(|l| l.trim_start_matches('=').trim())
+            .find(|l| !l.is_empty() && !l.starts_with("COMPUTE-SANITIZER"))
+            .unwrap_or("(no report line)");
+        Outcome::Killed {
+            op: job.op.clone(),
+            property: self.tool.into(),
+            // Which case the report came from is not known: the bound is
+            // the cases the child ran.
+            case: cases.saturating_sub(1),
+            message: first.chars().take(400).collect(),
+        }
+    }
 }
 
 /// Compiles each original kernel to machine code into `dir`, in parallel.
@@ -220,17 +369,40 @@ fn originals(kernels: &[KernelId], arch: &str, dir: &Path) -> Result<(), String>
     })
 }
 
+/// What one child is asked: a mutant's id (or an op's original kernels),
+/// how progress names it, the op a sanitizer's report is charged to, and
+/// whether it runs at all.
+struct Job {
+    id: String,
+    label: String,
+    op: String,
+    run: bool,
+}
+
+impl Job {
+    fn of(m: &Mutant, run: bool) -> Job {
+        Job {
+            id: m.id.clone(),
+            label: format!("{} line {} {}", m.id, m.line, m.rule.name()),
+            op: m.kernels().into_iter().find_map(KernelId::op).unwrap_or("-").to_string(),
+            run,
+        }
+    }
+}
+
+/// One child per job marked to run, `plan.jobs` at a time: each one's
+/// outcome and seconds (`None`: not run).
 fn spawn_all(
     exe: &Path,
     dir: &Path,
-    mutants: Vec<(Mutant, bool)>,
+    jobs: &[Job],
     plan: &Plan,
-    triage: &Triage,
-) -> Result<Vec<Row>, String> {
+    wrap: Option<&Wrap>,
+) -> Result<Vec<Option<(Outcome, f64)>>, String> {
     let start = Instant::now();
-    let total = mutants.iter().filter(|(_, r)| *r).count();
-    let mut outcomes: Vec<Option<(Outcome, f64)>> = vec![None; mutants.len()];
-    let mut queue: std::collections::VecDeque<usize> = (0..mutants.len()).filter(|&i| mutants[i].1).collect();
+    let total = jobs.iter().filter(|j| j.run).count();
+    let mut outcomes: Vec<Option<(Outcome, f64)>> = vec![None; jobs.len()];
+    let mut queue: std::collections::VecDeque<usize> = (0..jobs.len()).filter(|&i| jobs[i].run).collect();
     let mut running: Vec<Running> = Vec::new();
     let mut slot = 0usize;
     let mut done = 0usize;
@@ -244,7 +416,7 @@ fn spawn_all(
             let Some(i) = queue.pop_front() else { break };
             let device = plan.devices[slot % plan.devices.len()];
             slot += 1;
-            running.push(spawn(exe, dir, &mutants[i].0, i, device, plan)?);
+            running.push(spawn(exe, dir, &jobs[i].id, i, device, plan, wrap)?);
         }
         std::thread::sleep(Duration::from_millis(50));
         let mut k = 0;
@@ -268,9 +440,12 @@ fn spawn_all(
             let lines = r.stdout.join().unwrap_or_default();
             let err = r.stderr.join().unwrap_or_default();
             let secs = r.started.elapsed().as_secs_f64();
-            let outcome = if status.success() || status.code() == Some(1) {
-                match lines.last().map(|l| serde_json::from_str::<Outcome>(l)) {
-                    Some(Ok(o)) if !over => o,
+            let verdict = lines.last().and_then(|l| serde_json::from_str::<Outcome>(l).ok());
+            let outcome = if let (Some(w), false) = (wrap, over) {
+                w.verdict(r.index, &jobs[r.index], status, verdict)
+            } else if status.success() || status.code() == Some(1) {
+                match verdict {
+                    Some(o) if !over => o,
                     _ if over => Outcome::TimedOut { seconds: secs },
                     _ => Outcome::Crashed { detail: format!("{status}, no verdict; stderr: {err}") },
                 }
@@ -280,12 +455,9 @@ fn spawn_all(
                 Outcome::Crashed { detail: format!("{status}; stderr: {err}") }
             };
             done += 1;
-            let m = &mutants[r.index].0;
             eprintln!(
-                "[{done}/{total}] {} line {} {}: {}{} ({secs:.1} s)",
-                m.id,
-                m.line,
-                m.rule.name(),
+                "[{done}/{total}] {}: {}{} ({secs:.1} s)",
+                jobs[r.index].label,
                 outcome.label(),
                 match &outcome {
                     Outcome::Killed { op, property, case, .. } => format!(" by {op} {property} at case {}", case + 1),
@@ -295,20 +467,33 @@ fn spawn_all(
             outcomes[r.index] = Some((outcome, secs));
         }
     }
-    Ok(mutants
-        .into_iter()
-        .zip(outcomes)
-        .map(|((m, _), o)| {
-            let (o, s) = o.unwrap_or((Outcome::NotRun, 0.0));
-            Row::new(m, o, s, triage)
-        })
-        .collect())
+    Ok(outcomes)
 }
 
-fn spawn(exe: &Path, dir: &Path, m: &Mutant, index: usize, device: usize, plan: &Plan) -> Result<Running, String> {
-    let mut cmd = Command::new(exe);
+fn spawn(
+    exe: &Path,
+    dir: &Path,
+    id: &str,
+    index: usize,
+    device: usize,
+    plan: &Plan,
+    wrap: Option<&Wrap>,
+) -> Result<Running, String> {
+    let mut cmd = match wrap {
+        None => Command::new(exe),
+        Some(w) => {
+            let mut c = Command::new(&w.san.exe);
+            c.args(["--tool", w.tool, "--error-exitcode", &SANITIZER_EXIT.to_string()])
+                // bitparity's own probes (an occupancy query, a module that
+                // does not load) fail on purpose: only the kernels are judged.
+                .args(["--report-api-errors", "no", "--print-limit", "4", "--log-file"])
+                .arg(w.log(index))
+                .arg(exe);
+            c
+        }
+    };
     cmd.arg("mutant-child")
-        .args(["--id", &m.id, "--seed", &plan.seed.to_string(), "--cases", &plan.cases.to_string()])
+        .args(["--id", id, "--seed", &plan.seed.to_string(), "--cases", &plan.cases.to_string()])
         .arg("--originals")
         .arg(dir)
         .env(knobs::CUDA_DEVICE, device.to_string())

@@ -22,6 +22,12 @@ use std::time::{Duration, Instant};
 /// The line a child prints when its compile is done.
 pub const HUNTING: &str = "hunting";
 
+/// The prefix of the id that hunts an op's unmutated kernels
+/// (`original:router`): the baseline a sanitizer stage needs, since a
+/// sanitizer's report on a mutant means something only when the original
+/// kernels give none.
+pub const ORIGINAL: &str = "original:";
+
 /// What the child is asked.
 pub struct Ask<'a> {
     pub id: &'a str,
@@ -93,6 +99,9 @@ pub fn run(ask: &Ask) -> Outcome {
 }
 
 fn hunt(ask: &Ask) -> Result<Outcome, String> {
+    if let Some(op) = ask.id.strip_prefix(ORIGINAL) {
+        return hunt_original(ask, op);
+    }
     let m = by_id(ask.id)?;
     let dev = cuda::device()?;
     let mut changed = Vec::new();
@@ -147,4 +156,23 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
         fewest = fewest.min(super::expf::windows().len() as u64);
     }
     Ok(Outcome::Survived { cases: fewest })
+}
+
+/// The unmutated kernels of `op`, hunted as a mutant is (the device compiles
+/// them itself).
+fn hunt_original(ask: &Ask, op: &str) -> Result<Outcome, String> {
+    let dynop = op_by_name(op).ok_or_else(|| format!("no op {op}"))?;
+    cuda::device()?;
+    println!("{HUNTING}");
+    let cfg = GenConfig::from_env()?;
+    let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    Ok(match dynop.hunt_cuda(ask.seed, ask.cases, deadline, &cfg)? {
+        Ok((case, property, message)) => Outcome::Killed {
+            op: op.into(),
+            property: property.name().into(),
+            case,
+            message: message.lines().next().unwrap_or("").into(),
+        },
+        Err(cases) => Outcome::Survived { cases },
+    })
 }
