@@ -217,11 +217,12 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
         KernelId::ALL.into_iter().filter(|k| mutants.iter().any(|(m, run)| *run && m.kernels().contains(k))).collect();
     let dir = std::env::temp_dir().join(format!("bitparity-mutants-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let start = Instant::now();
     let result = originals(&kernels, dev.arch(), &dir).and_then(|()| {
         let jobs: Vec<Job> = mutants.iter().map(|(m, run)| Job::of(m, *run)).collect();
         let outcomes = spawn_all(&exe, &dir, &jobs, plan, None)?;
         match &plan.sanitizer {
-            Some(san) => sanitize(&exe, &dir, &mutants, outcomes, plan, san),
+            Some(san) => sanitize(&exe, &dir, &mutants, outcomes, plan, san, start),
             None => Ok(outcomes),
         }
     });
@@ -245,18 +246,21 @@ fn sanitize(
     mut outcomes: Vec<Option<(Outcome, f64)>>,
     plan: &Plan,
     san: &Sanitizer,
+    start: Instant,
 ) -> Result<Vec<Option<(Outcome, f64)>>, String> {
     let survived = |o: &Option<(Outcome, f64)>| matches!(o, Some((Outcome::Survived { .. }, _)));
-    let staged = Plan {
-        cases: san.cases,
-        seconds: None,
-        // A sanitizer slows the kernels tens of times.
-        hunt_limit: plan.hunt_limit * 10,
-        compile_limit: plan.compile_limit * 2,
-        campaign_limit: None,
-        ..plan.clone()
-    };
     for tool in &san.tools {
+        // The campaign's time limit covers this stage too: no child starts
+        // after it (the survivors not run again stay survivors).
+        let staged = Plan {
+            cases: san.cases,
+            seconds: None,
+            // A sanitizer slows the kernels tens of times.
+            hunt_limit: plan.hunt_limit * 5,
+            compile_limit: plan.compile_limit * 2,
+            campaign_limit: plan.campaign_limit.map(|l| l.saturating_sub(start.elapsed())),
+            ..plan.clone()
+        };
         let ops: Vec<&'static str> = op_kernels()
             .into_iter()
             .filter(|k| mutants.iter().zip(&outcomes).any(|((m, _), o)| survived(o) && m.kernels().contains(k)))
