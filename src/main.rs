@@ -798,6 +798,7 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
     }
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let header;
+    let interrupt = Arc::new(AtomicBool::new(false));
     let rows = if !a.from.is_empty() {
         let mut texts = Vec::new();
         for p in &a.from {
@@ -833,7 +834,18 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             jobs,
             devices,
             sanitizer: a.sanitizer.as_deref().map(|t| sanitizer(t, a.sanitizer_cases)).transpose()?,
+            interrupt: interrupt.clone(),
         };
+        {
+            // The first SIGINT stops the children and writes the report of
+            // what was judged; a second ends the process at once.
+            let flag = plan.interrupt.clone();
+            let _ = ctrlc::set_handler(move || {
+                if flag.swap(true, Ordering::SeqCst) {
+                    std::process::exit(130);
+                }
+            });
+        }
         let run = chosen.iter().filter(|(_, r)| *r).count();
         eprintln!(
             "{run} mutants, {jobs} at a time on GPUs {:?}, {} cases each (seed {seed})...",
@@ -902,7 +914,13 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
     // crashed or timed out (a GPU that cannot run them) judged nothing.
     let judged =
         rows.iter().any(|r| matches!(r.outcome, mreport::Outcome::Killed { .. } | mreport::Outcome::Survived { .. }));
-    Ok(if judged { 0 } else { Verdict::NothingJudged.exit_code() })
+    Ok(if interrupt.load(Ordering::SeqCst) {
+        130
+    } else if judged {
+        0
+    } else {
+        Verdict::NothingJudged.exit_code()
+    })
 }
 
 /// The sanitizer stage of `mutants --sanitizer TOOLS`: the tools checked by

@@ -14,6 +14,7 @@ use crate::subject::cuda::{self, nvrtc, KernelId};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -178,6 +179,9 @@ pub struct Plan {
     pub devices: Vec<usize>,
     /// The sanitizer stage, if asked (`--sanitizer`).
     pub sanitizer: Option<Sanitizer>,
+    /// Set by SIGINT: the children running are stopped, none starts, and
+    /// the report says what was judged until then (the rest not run).
+    pub interrupt: Arc<AtomicBool>,
 }
 
 /// The second stage of a campaign: every survivor of the properties run
@@ -250,13 +254,16 @@ fn sanitize(
 ) -> Result<Vec<Option<(Outcome, f64)>>, String> {
     let survived = |o: &Option<(Outcome, f64)>| matches!(o, Some((Outcome::Survived { .. }, _)));
     for tool in &san.tools {
+        if plan.interrupt.load(Ordering::SeqCst) {
+            break;
+        }
         // The campaign's time limit covers this stage too: no child starts
         // after it (the survivors not run again stay survivors).
         let staged = Plan {
             cases: san.cases,
             seconds: None,
             // A sanitizer slows the kernels tens of times.
-            hunt_limit: plan.hunt_limit * 5,
+            hunt_limit: plan.hunt_limit * 3,
             compile_limit: plan.compile_limit * 2,
             campaign_limit: plan.campaign_limit.map(|l| l.saturating_sub(start.elapsed())),
             ..plan.clone()
@@ -279,7 +286,11 @@ fn sanitize(
                 run: true,
             })
             .collect();
-        eprintln!("{tool}: the original kernels of {}...", ops.join(", "));
+        eprintln!(
+            "{tool}: the original kernels of {} ({:.0} s into the campaign)...",
+            ops.join(", "),
+            start.elapsed().as_secs_f64()
+        );
         let wrap = Wrap { san, tool, dir };
         let base = spawn_all(exe, dir, &baseline, &staged, Some(&wrap))?;
         let dirty: Vec<String> = baseline
@@ -297,7 +308,11 @@ fn sanitize(
             continue;
         }
         let chosen: Vec<Job> = mutants.iter().zip(&outcomes).map(|((m, _), o)| Job::of(m, survived(o))).collect();
-        eprintln!("{tool}: {} survivors...", chosen.iter().filter(|j| j.run).count());
+        eprintln!(
+            "{tool}: {} survivors ({:.0} s into the campaign)...",
+            chosen.iter().filter(|j| j.run).count(),
+            start.elapsed().as_secs_f64()
+        );
         let verdicts = spawn_all(exe, dir, &chosen, &staged, Some(&wrap))?;
         for (slot, v) in outcomes.iter_mut().zip(verdicts) {
             // Only a report of the tool kills; a child that timed out or
@@ -411,6 +426,14 @@ fn spawn_all(
     let mut slot = 0usize;
     let mut done = 0usize;
     while !queue.is_empty() || !running.is_empty() {
+        if plan.interrupt.load(Ordering::SeqCst) {
+            eprintln!("interrupted: {} mutants running stopped, {} not started", running.len(), queue.len());
+            for mut r in running.drain(..) {
+                let _ = r.child.kill();
+                let _ = r.child.wait();
+            }
+            break;
+        }
         let expired = plan.campaign_limit.is_some_and(|l| start.elapsed() >= l);
         if expired && !queue.is_empty() {
             eprintln!("campaign time is up: {} mutants not run", queue.len());
@@ -441,6 +464,11 @@ fn spawn_all(
                 let _ = r.child.kill();
             }
             let status = r.child.wait().map_err(|e| format!("waiting on a mutant child: {e}"))?;
+            if plan.interrupt.load(Ordering::SeqCst) {
+                // Ended by the interrupt or not, its verdict waits for the
+                // next loop turn, which stops every child: not run.
+                continue;
+            }
             let lines = r.stdout.join().unwrap_or_default();
             let err = r.stderr.join().unwrap_or_default();
             let secs = r.started.elapsed().as_secs_f64();
@@ -464,6 +492,10 @@ fn spawn_all(
                 jobs[r.index].label,
                 outcome.label(),
                 match &outcome {
+                    // A tool's report does not say which case it came from.
+                    Outcome::Killed { op, property, case, .. } if wrap.is_some() => {
+                        format!(" by {op} {property} within {} cases", case + 1)
+                    }
                     Outcome::Killed { op, property, case, .. } => format!(" by {op} {property} at case {}", case + 1),
                     _ => String::new(),
                 }
@@ -496,6 +528,9 @@ fn spawn(
             c
         }
     };
+    // A process group of its own: a terminal's SIGINT (or timeout's) is the
+    // campaign's to handle; it stops the children itself.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd.arg("mutant-child")
         .args(["--id", id, "--seed", &plan.seed.to_string(), "--cases", &plan.cases.to_string()])
         .arg("--originals")
