@@ -195,6 +195,22 @@ pub fn kill_all() {
     }
 }
 
+/// Kills `child` and every process of its process group (`child` was
+/// spawned with `process_group(0)`): a wrapper's own child (compute-sanitizer
+/// runs the program it checks as one) dies with it, and so closes the pipes
+/// the caller reads.
+pub fn kill_group(child: &mut std::process::Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: a signal to the process group this process created for a
+        // child it has not reaped yet (`child` is not waited for): no memory
+        // is involved.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+}
+
 /// What was spawned, for messages.
 #[derive(Clone, Debug)]
 pub struct Spawn {
@@ -668,5 +684,36 @@ fn clip(s: &str) -> String {
         format!("{c}...")
     } else {
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    #[test]
+    fn killing_the_group_closes_the_pipe_a_grandchild_holds() {
+        // A wrapper whose own child keeps the stdout pipe open, as
+        // compute-sanitizer's target does: killing the wrapper alone would
+        // leave the read below blocked for 30 s.
+        let mut c = Command::new("sh")
+            .args(["-c", "sleep 30 & echo started; wait"])
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = c.stdout.take().unwrap();
+        let mut first = [0u8; 8];
+        out.read_exact(&mut first).unwrap();
+        let t = Instant::now();
+        kill_group(&mut c);
+        let mut rest = String::new();
+        let _ = out.read_to_string(&mut rest);
+        let _ = c.wait();
+        assert!(t.elapsed() < Duration::from_secs(10), "the pipe stayed open {:?}", t.elapsed());
     }
 }

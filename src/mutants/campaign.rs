@@ -9,6 +9,7 @@ use super::report::{Outcome, Row};
 use super::rules::Rule;
 use super::triage::Triage;
 use super::{all, op_kernels, Mutant};
+use crate::exec::process::kill_group;
 use crate::knobs;
 use crate::subject::cuda::{self, nvrtc, KernelId};
 use std::io::{BufRead, BufReader, Read};
@@ -429,7 +430,7 @@ fn spawn_all(
         if plan.interrupt.load(Ordering::SeqCst) {
             eprintln!("interrupted: {} mutants running stopped, {} not started", running.len(), queue.len());
             for mut r in running.drain(..) {
-                let _ = r.child.kill();
+                kill_group(&mut r.child);
                 let _ = r.child.wait();
             }
             break;
@@ -461,7 +462,7 @@ fn spawn_all(
             }
             let mut r = running.swap_remove(k);
             if status.is_none() {
-                let _ = r.child.kill();
+                kill_group(&mut r.child);
             }
             let status = r.child.wait().map_err(|e| format!("waiting on a mutant child: {e}"))?;
             if plan.interrupt.load(Ordering::SeqCst) {
