@@ -142,8 +142,12 @@ impl fmt::Display for Class {
 }
 
 /// (H, F) of the tile-span class: past one K step (16) of H, past one
-/// column tile (64) of F, or both.
-const TILE_SPANS: [(usize, usize); 6] = [(17, 65), (33, 66), (20, 100), (48, 40), (17, 120), (65, 17)];
+/// column tile (64) of F, or both; and past the kernels' tile widths where a
+/// tile placed at the wrong column would leave a column unwritten (F = 128:
+/// two tiles of 64 units; H = 129 and 256: two output tiles of 128 columns
+/// in y and dX).
+const TILE_SPANS: [(usize, usize); 9] =
+    [(17, 65), (33, 66), (20, 100), (48, 40), (17, 120), (65, 17), (17, 128), (129, 9), (256, 5)];
 
 /// The tile sizes whose edges (n-1, n, n+1) T visits.
 const TILES: [usize; 4] = [16, 32, 64, 128];
