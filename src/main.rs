@@ -866,6 +866,18 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
     };
     let scores = mreport::scores(&rows);
     let table = mreport::table(&scores);
+    // The files first: a closed stdout or stderr (a pager quit early) must
+    // not cost the reports.
+    if let Some(p) = &a.json {
+        let v = serde_json::json!({ "header": header, "scores": scores, "mutants": rows });
+        write_output(p, &(serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n"))?;
+    }
+    if let Some(p) = &a.markdown {
+        write_report(p, mreport::markdown(&rows, &header).as_bytes())?;
+    }
+    if let Some(p) = &a.html {
+        write_report(p, mreport::html(&rows, &header).as_bytes())?;
+    }
     if a.json.as_deref() == Some(Path::new("-")) {
         eprint!("{table}");
     } else {
@@ -882,16 +894,6 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             r.mutant.before,
             r.mutant.after
         );
-    }
-    if let Some(p) = &a.json {
-        let v = serde_json::json!({ "header": header, "scores": scores, "mutants": rows });
-        write_output(p, &(serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n"))?;
-    }
-    if let Some(p) = &a.markdown {
-        write_report(p, mreport::markdown(&rows, &header).as_bytes())?;
-    }
-    if let Some(p) = &a.html {
-        write_report(p, mreport::html(&rows, &header).as_bytes())?;
     }
     if a.compile_only {
         // A rule that yields no mutant, or only mutants that do not compile,
