@@ -39,13 +39,18 @@ pub const REQUIRE_NVRTC: &str = "BITPARITY_REQUIRE_NVRTC";
 /// handshake and for each reply (default 60; `bitparity.toml` sets each
 /// named subject's own `timeout_s`).
 pub const EXEC_TIMEOUT: &str = "BITPARITY_EXEC_TIMEOUT";
+/// `off`: the CUDA subjects' buffers get no guard zones (default `on`).
+/// `bitparity mutants --sanitizer` sets it for the children it runs under
+/// compute-sanitizer, whose tools check every access themselves and would
+/// take a stray access into a zone for a valid one.
+pub const GUARDS: &str = "BITPARITY_GUARDS";
 
 /// The knobs that change which cases a run generates or where it runs
 /// them: recorded in every summary.
 pub const RECORDED: [&str; 5] = [MAX_TE, MAX_E, MAX_T, SHAPES, CUDA_DEVICE];
 
 /// Every variable the binary reads.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     MAX_TE,
     MAX_E,
     MAX_T,
@@ -58,6 +63,7 @@ pub const ALL: [&str; 13] = [
     FUZZ_SUBJECT,
     NVRTC_EXTRA,
     REQUIRE_NVRTC,
+    GUARDS,
     EXEC_TIMEOUT,
 ];
 
@@ -99,6 +105,7 @@ pub fn check_environment() -> Result<(), String> {
         exec_timeout()?;
     }
     shapes()?;
+    guards()?;
     match get::<String>(REQUIRE_NVRTC)?.as_deref() {
         None | Some("0") | Some("1") => {}
         Some(v) => return Err(format!("{REQUIRE_NVRTC}={v:?}: must be 1 (or 0)")),
@@ -157,6 +164,16 @@ pub fn shapes() -> Result<Shapes, String> {
             .into_iter()
             .find(|s| s.name() == v.trim())
             .ok_or_else(|| format!("{SHAPES}={v:?}: use small, reference or reference-dense")),
+    }
+}
+
+/// Whether the CUDA subjects put guard zones around their buffers
+/// ([`GUARDS`]).
+pub fn guards() -> Result<bool, String> {
+    match get::<String>(GUARDS)?.as_deref().map(str::trim) {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(v) => Err(format!("{GUARDS}={v:?}: use on or off")),
     }
 }
 

@@ -550,6 +550,7 @@ fn bad_knob_values_are_refused() {
         // No upper bound let a typo allocate GBs.
         ("BITPARITY_MAX_TE", "10000000000"),
         ("BITPARITY_MAX_T", "100000000"),
+        ("BITPARITY_GUARDS", "maybe"),
     ] {
         // --seconds, not --cases: BITPARITY_CASES is the case count then.
         let r = run(bitparity().env(k, v).args(["check", "--seconds", "1", "--quiet", "--no-save"]));

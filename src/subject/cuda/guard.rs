@@ -8,7 +8,8 @@
 //! input corrupts the output it feeds.
 //!
 //! The zones catch stray accesses to global memory within [`GUARD_BYTES`] of
-//! a buffer. Shared memory, registers and accesses that jump further are out
+//! a buffer. `BITPARITY_GUARDS=off` leaves them out (for compute-sanitizer,
+//! which checks every access against the allocation itself). Shared memory, registers and accesses that jump further are out
 //! of their reach (`bitparity mutants --sanitizer` runs the kernels under
 //! compute-sanitizer for those).
 
@@ -17,7 +18,7 @@ use super::GAP_POISON;
 use crate::subject::SubjectError;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
 use std::mem::size_of;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Bytes of guard before and after each buffer. A multiple of 256, so that
 /// a buffer's first element keeps the allocation's 256-byte alignment: the
@@ -75,13 +76,28 @@ pub struct Guarded<T> {
     name: &'static str,
 }
 
+/// Whether this process puts zones around its buffers (`BITPARITY_GUARDS`,
+/// checked at start-up: an unreadable value never gets here).
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| crate::knobs::guards().unwrap_or(true))
+}
+
 impl<T: Canary> Guarded<T> {
-    /// Elements in each zone.
+    /// Elements in each zone when zones are on.
     const ZONE: usize = GUARD_BYTES / size_of::<T>();
+
+    fn zone() -> usize {
+        if enabled() {
+            Self::ZONE
+        } else {
+            0
+        }
+    }
 
     /// A buffer holding `data`.
     pub fn upload(stream: &Arc<CudaStream>, name: &'static str, data: &[T]) -> Result<Self, SubjectError> {
-        let z = Self::ZONE;
+        let z = Self::zone();
         let mut host = Vec::with_capacity(data.len() + 2 * z);
         host.extend(std::iter::repeat_n(T::FILL, z));
         host.extend_from_slice(data);
@@ -93,17 +109,19 @@ impl<T: Canary> Guarded<T> {
     /// A buffer of `len` zeros (zeroed on the device: an output's
     /// allocation costs no host copy of its size).
     pub fn zeros(stream: &Arc<CudaStream>, name: &'static str, len: usize) -> Result<Self, SubjectError> {
-        let z = Self::ZONE;
+        let z = Self::zone();
         let mut buf = stream.alloc_zeros::<T>(len + 2 * z).map_err(dev_err("allocation"))?;
-        let fill = vec![T::FILL; z];
-        stream.memcpy_htod(&fill, &mut buf.slice_mut(..z)).map_err(dev_err("guard fill"))?;
-        stream.memcpy_htod(&fill, &mut buf.slice_mut(z + len..)).map_err(dev_err("guard fill"))?;
+        if z > 0 {
+            let fill = vec![T::FILL; z];
+            stream.memcpy_htod(&fill, &mut buf.slice_mut(..z)).map_err(dev_err("guard fill"))?;
+            stream.memcpy_htod(&fill, &mut buf.slice_mut(z + len..)).map_err(dev_err("guard fill"))?;
+        }
         Ok(Self::around(buf, len, stream, name))
     }
 
     fn around(buf: CudaSlice<T>, len: usize, stream: &Arc<CudaStream>, name: &'static str) -> Self {
         let base = buf.device_ptr(stream).0;
-        Self { ptr: base + (Self::ZONE * size_of::<T>()) as u64, buf, len, name }
+        Self { ptr: base + (Self::zone() * size_of::<T>()) as u64, buf, len, name }
     }
 
     /// The kernel argument: the address of element 0, as a pointer
@@ -122,20 +140,23 @@ impl<T: Canary> Guarded<T> {
 
     /// Zeroes the buffer's elements (not its zones).
     pub fn zero(&mut self, stream: &Arc<CudaStream>) -> Result<(), SubjectError> {
-        let z = Self::ZONE;
+        let z = Self::zone();
         stream.memset_zeros(&mut self.buf.slice_mut(z..z + self.len)).map_err(dev_err("zeroing"))
     }
 
     /// Copies the elements back (the stream's work before is waited for).
     pub fn read(&self, stream: &Arc<CudaStream>) -> Result<Vec<T>, SubjectError> {
-        let z = Self::ZONE;
+        let z = Self::zone();
         stream.clone_dtoh(&self.buf.slice(z..z + self.len)).map_err(dev_err("read-back"))
     }
 
     /// Reads both zones back: an error naming the first element a kernel
     /// changed on each side.
     pub fn check(&self, stream: &Arc<CudaStream>) -> Result<(), SubjectError> {
-        let z = Self::ZONE;
+        let z = Self::zone();
+        if z == 0 {
+            return Ok(());
+        }
         let front = stream.clone_dtoh(&self.buf.slice(..z)).map_err(dev_err("guard read-back"))?;
         let back = stream.clone_dtoh(&self.buf.slice(z + self.len..)).map_err(dev_err("guard read-back"))?;
         match damage(&front, &back) {
