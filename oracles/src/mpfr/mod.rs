@@ -617,6 +617,20 @@ mod tests {
     }
 
     #[test]
+    fn an_inexact_value_of_certain_sign_times_an_infinity_is_a_determined_infinity() {
+        with_precision(200, || {
+            // 1/3 is rounded (a bound > 0) but far from 0: its sign is the
+            // exact value's, so IEEE's +inf * (1/3) = +inf holds in every
+            // evaluation: determined, bound 0.
+            let third = Exact::input(1.0).div(&Exact::input(3.0));
+            assert!(!third.err.is_zero());
+            let p = Exact::input(f32::INFINITY).mul(&third);
+            assert!(p.v.is_infinite() && p.v.is_sign_positive(), "{:?}", p.v);
+            assert!(p.err.is_zero(), "{:?}", p.err);
+        });
+    }
+
+    #[test]
     fn rounding_to_f32_is_correct_at_the_edges() {
         let v = |x: f64| Float::with_val(200, x);
         assert_eq!(round_to_f32(&v(1.0)), 1.0);

@@ -240,6 +240,20 @@ mod group_tests {
         assert!(g(Values::Real(&[])).is_empty());
         assert!(g(Values::Int(vec![])).is_empty());
     }
+
+    #[test]
+    fn a_label_names_the_output_and_its_place_as_failure_messages_show_it() {
+        let raw = Group { name: "raw", rows: Rows::Global, cols: 1, values: Values::Real(&[0.5f32]) };
+        assert_eq!(raw.label(0), "raw");
+        let counts: Group<'_, f32> =
+            Group { name: "counts", rows: Rows::Global, cols: 4, values: Values::Int(vec![1, 2, 3, 4]) };
+        assert_eq!(counts.label(3), "counts[3]");
+        // Three tokens of two values: element 5 is token 2, column 1.
+        let v = [0.0f32; 6];
+        let grad = Group { name: "grad", rows: Rows::PerToken { local: true }, cols: 2, values: Values::Real(&v) };
+        assert_eq!(grad.label(5), "grad[2][1]");
+        assert_eq!(grad.label(0), "grad[0][0]");
+    }
 }
 
 #[cfg(test)]
