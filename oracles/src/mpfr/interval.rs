@@ -145,5 +145,11 @@ mod tests {
         assert_eq!((q.lo.to_f64(), q.hi.to_f64()), (0.5, 1.0));
         let q = Iv::of(1.0).div(&iv(-2.0, -1.0));
         assert_eq!((q.lo.to_f64(), q.hi.to_f64()), (-1.0, -0.5));
+        // Wide dividends, by hand: [1, 2] / [1, 2] = [1/2, 2];
+        // [1, 2] / [-2, -1] = [2 / -1, 1 / -2] = [-2, -1/2].
+        let q = iv(1.0, 2.0).div(&iv(1.0, 2.0));
+        assert_eq!((q.lo.to_f64(), q.hi.to_f64()), (0.5, 2.0));
+        let q = iv(1.0, 2.0).div(&iv(-2.0, -1.0));
+        assert_eq!((q.lo.to_f64(), q.hi.to_f64()), (-2.0, -0.5));
     }
 }
