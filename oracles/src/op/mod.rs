@@ -278,6 +278,12 @@ mod profile_name_tests {
             let p = crate::profile::router::RouterProfile::by_name(n).unwrap();
             assert_eq!(p.name(), n);
         }
+        // A stored entry's profile is found again by its name.
+        for n in ["serial", "warp32-chunk64"] {
+            let p = crate::profile::seqwise_loss::SeqwiseProfile::by_name(n).unwrap();
+            assert_eq!(p.name(), n);
+        }
+        assert!(crate::profile::seqwise_loss::SeqwiseProfile::by_name("warp32").is_none());
         assert_eq!(SeqwiseLoss::any_order_profile().name(), "any-order");
         assert_eq!(Router::any_order_profile().name(), "any-order");
     }
