@@ -627,6 +627,11 @@ mod tests {
             let p = Exact::input(f32::INFINITY).mul(&third);
             assert!(p.v.is_infinite() && p.v.is_sign_positive(), "{:?}", p.v);
             assert!(p.err.is_zero(), "{:?}", p.err);
+            // 1 with a bound of exactly 1 may be 0, and +inf x 0 is NaN:
+            // nothing is known.
+            let maybe_zero = Exact::new(Float::with_val(200, 1.0), Bound::from_f64(1.0));
+            let p = Exact::input(f32::INFINITY).mul(&maybe_zero);
+            assert!(!p.err.is_finite(), "{:?}", p.err);
         });
     }
 
