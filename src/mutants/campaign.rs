@@ -1,8 +1,10 @@
 //! A campaign: the mutants chosen, the originals compiled once, then one
 //! child process per mutant ([`super::child`]), `jobs` at a time, spread
-//! round-robin over the host's GPUs, each under a time limit; or, without a
-//! GPU, only NVRTC's front end on every mutant (`--compile-only`, the CI
-//! check that every rule yields mutants that compile).
+//! round-robin over the host's GPUs, each under a time limit, and with
+//! `--sanitizer` the survivors once more under each compute-sanitizer tool
+//! ([`Sanitizer`]); or, without a GPU, only NVRTC's front end on every
+//! mutant (`--compile-only`, the CI check that every rule yields mutants
+//! that compile).
 
 use super::child::{self, HUNTING};
 use super::report::{Outcome, Row};
