@@ -928,7 +928,7 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
 /// The sanitizer stage of `mutants --sanitizer TOOLS`: the tools checked by
 /// name, compute-sanitizer found (PATH, then $CUDA_HOME/bin and
 /// /usr/local/cuda/bin), before any mutant runs.
-fn sanitizer(tools: &str, cases: u64) -> Result<bitparity::mutants::campaign::Sanitizer, String> {
+fn sanitizer(tools: &str, cases: u64) -> Result<bitparity::mutants::sanitizer::Sanitizer, String> {
     const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
     let tools: Vec<String> = tools.split(',').map(|t| t.trim().to_string()).collect();
     if let Some(t) = tools.iter().find(|t| !TOOLS.contains(&t.as_str())) {
@@ -948,7 +948,7 @@ fn sanitizer(tools: &str, cases: u64) -> Result<bitparity::mutants::campaign::Sa
         .map(|d| d.join(name))
         .find(|p| p.is_file())
         .ok_or_else(|| format!("--sanitizer: {name} is not on PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin"))?;
-    Ok(bitparity::mutants::campaign::Sanitizer { exe, tools, cases })
+    Ok(bitparity::mutants::sanitizer::Sanitizer { exe, tools, cases })
 }
 
 fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, corpus_root: &Path) -> Outcome {

@@ -9,6 +9,7 @@
 use super::child::{self, HUNTING};
 use super::report::{Outcome, Row};
 use super::rules::Rule;
+use super::sanitizer::{self, Sanitizer, Wrap};
 use super::triage::Triage;
 use super::{all, op_kernels, Mutant};
 use crate::exec::process::kill_group;
@@ -187,25 +188,6 @@ pub struct Plan {
     pub interrupt: Arc<AtomicBool>,
 }
 
-/// The second stage of a campaign: every survivor of the properties run
-/// again, with `cases` cases, under each tool of compute-sanitizer in turn
-/// (memcheck sees accesses out of bounds in shared and global memory that no
-/// output shows, racecheck shared-memory races, synccheck misused barriers).
-/// A mutant the tool reports on is killed by it; first each tool runs on the
-/// unmutated kernels of every op the survivors reach, and a tool that
-/// reports on them is not used (its reports would mean nothing).
-#[derive(Clone, Debug)]
-pub struct Sanitizer {
-    /// The compute-sanitizer executable.
-    pub exe: std::path::PathBuf,
-    pub tools: Vec<String>,
-    pub cases: u64,
-}
-
-/// The exit code compute-sanitizer is asked to end with when its tool
-/// reported an error (`--error-exitcode`).
-const SANITIZER_EXIT: i32 = 86;
-
 struct Running {
     index: usize,
     child: Child,
@@ -229,7 +211,7 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
         let jobs: Vec<Job> = mutants.iter().map(|(m, run)| Job::of(m, *run)).collect();
         let outcomes = spawn_all(&exe, &dir, &jobs, plan, None)?;
         match &plan.sanitizer {
-            Some(san) => sanitize(&exe, &dir, &mutants, outcomes, plan, san, start),
+            Some(san) => sanitizer::run(&exe, &dir, &mutants, outcomes, plan, san, start),
             None => Ok(outcomes),
         }
     });
@@ -243,133 +225,6 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
             Row::new(m, o, s, triage)
         })
         .collect())
-}
-
-/// The sanitizer stage on the survivors among `outcomes` (see [`Sanitizer`]).
-fn sanitize(
-    exe: &Path,
-    dir: &Path,
-    mutants: &[(Mutant, bool)],
-    mut outcomes: Vec<Option<(Outcome, f64)>>,
-    plan: &Plan,
-    san: &Sanitizer,
-    start: Instant,
-) -> Result<Vec<Option<(Outcome, f64)>>, String> {
-    let survived = |o: &Option<(Outcome, f64)>| matches!(o, Some((Outcome::Survived { .. }, _)));
-    for tool in &san.tools {
-        if plan.interrupt.load(Ordering::SeqCst) {
-            break;
-        }
-        // The campaign's time limit covers this stage too: no child starts
-        // after it (the survivors not run again stay survivors).
-        let staged = Plan {
-            cases: san.cases,
-            seconds: None,
-            // A sanitizer slows the kernels tens of times.
-            hunt_limit: plan.hunt_limit * 3,
-            compile_limit: plan.compile_limit * 2,
-            campaign_limit: plan.campaign_limit.map(|l| l.saturating_sub(start.elapsed())),
-            ..plan.clone()
-        };
-        let ops: Vec<&'static str> = op_kernels()
-            .into_iter()
-            .filter(|k| mutants.iter().zip(&outcomes).any(|((m, _), o)| survived(o) && m.kernels().contains(k)))
-            .filter_map(KernelId::op)
-            .collect();
-        if ops.is_empty() {
-            break;
-        }
-        // The baseline: the unmutated kernels of each op, under this tool.
-        let baseline: Vec<Job> = ops
-            .iter()
-            .map(|op| Job {
-                id: format!("{}{op}", child::ORIGINAL),
-                label: format!("the original {op} kernels"),
-                op: op.to_string(),
-                run: true,
-            })
-            .collect();
-        eprintln!(
-            "{tool}: the original kernels of {} ({:.0} s into the campaign)...",
-            ops.join(", "),
-            start.elapsed().as_secs_f64()
-        );
-        let wrap = Wrap { san, tool, dir };
-        let base = spawn_all(exe, dir, &baseline, &staged, Some(&wrap))?;
-        let dirty: Vec<String> = baseline
-            .iter()
-            .zip(&base)
-            .filter_map(|(j, o)| match o {
-                Some((Outcome::Killed { message, .. }, _)) => Some(format!("{}: {message}", j.op)),
-                Some((Outcome::Survived { .. }, _)) => None,
-                Some((o, _)) => Some(format!("{}: {}", j.op, o.label())),
-                None => Some(format!("{}: not run", j.op)),
-            })
-            .collect();
-        if !dirty.is_empty() {
-            eprintln!("{tool} is not used: it does not pass the original kernels ({})", dirty.join("; "));
-            continue;
-        }
-        let chosen: Vec<Job> = mutants.iter().zip(&outcomes).map(|((m, _), o)| Job::of(m, survived(o))).collect();
-        eprintln!(
-            "{tool}: {} survivors ({:.0} s into the campaign)...",
-            chosen.iter().filter(|j| j.run).count(),
-            start.elapsed().as_secs_f64()
-        );
-        let verdicts = spawn_all(exe, dir, &chosen, &staged, Some(&wrap))?;
-        for (slot, v) in outcomes.iter_mut().zip(verdicts) {
-            // Only a report of the tool kills; a child that timed out or
-            // crashed under it leaves the survivor as it was.
-            if let Some((o @ Outcome::Killed { .. }, secs)) = v {
-                *slot = Some((o, secs));
-            }
-        }
-    }
-    Ok(outcomes)
-}
-
-/// A child run under a sanitizer tool: the verdict is the tool's.
-struct Wrap<'a> {
-    san: &'a Sanitizer,
-    tool: &'a str,
-    dir: &'a Path,
-}
-
-impl Wrap<'_> {
-    fn log(&self, index: usize) -> std::path::PathBuf {
-        self.dir.join(format!("{}-{index}.log", self.tool))
-    }
-
-    /// The verdict on a child that ended with `status`: killed when the tool
-    /// reported (its first error line is the message), survived otherwise
-    /// (with the child's own count of cases).
-    fn verdict(&self, index: usize, job: &Job, status: std::process::ExitStatus, child: Option<Outcome>) -> Outcome {
-        let cases = match child {
-            Some(Outcome::Survived { cases }) => cases,
-            _ => self.san.cases,
-        };
-        if status.code() != Some(SANITIZER_EXIT) {
-            return match child {
-                Some(o @ Outcome::Survived { .. }) => o,
-                Some(Outcome::Killed { .. }) => Outcome::Survived { cases },
-                other => other.unwrap_or(Outcome::Crashed { detail: format!("{status}, no verdict") }),
-            };
-        }
-        let log = std::fs::read_to_string(self.log(index)).unwrap_or_default();
-        let first = log
-            .lines()
-            .map(|l| l.trim_start_matches('=').trim())
-            .find(|l| !l.is_empty() && !l.starts_with("COMPUTE-SANITIZER"))
-            .unwrap_or("(no report line)");
-        Outcome::Killed {
-            op: job.op.clone(),
-            property: self.tool.into(),
-            // Which case the report came from is not known: the bound is
-            // the cases the child ran.
-            case: cases.saturating_sub(1),
-            message: first.chars().take(400).collect(),
-        }
-    }
 }
 
 /// Compiles each original kernel to machine code into `dir`, in parallel.
@@ -394,15 +249,15 @@ fn originals(kernels: &[KernelId], arch: &str, dir: &Path) -> Result<(), String>
 /// What one child is asked: a mutant's id (or an op's original kernels),
 /// how progress names it, the op a sanitizer's report is charged to, and
 /// whether it runs at all.
-struct Job {
-    id: String,
-    label: String,
-    op: String,
-    run: bool,
+pub(super) struct Job {
+    pub(super) id: String,
+    pub(super) label: String,
+    pub(super) op: String,
+    pub(super) run: bool,
 }
 
 impl Job {
-    fn of(m: &Mutant, run: bool) -> Job {
+    pub(super) fn of(m: &Mutant, run: bool) -> Job {
         Job {
             id: m.id.clone(),
             label: format!("{} line {} {}", m.id, m.line, m.rule.name()),
@@ -414,7 +269,7 @@ impl Job {
 
 /// One child per job marked to run, `plan.jobs` at a time: each one's
 /// outcome and seconds (`None`: not run).
-fn spawn_all(
+pub(super) fn spawn_all(
     exe: &Path,
     dir: &Path,
     jobs: &[Job],
@@ -520,19 +375,7 @@ fn spawn(
 ) -> Result<Running, String> {
     let mut cmd = match wrap {
         None => Command::new(exe),
-        Some(w) => {
-            let mut c = Command::new(&w.san.exe);
-            c.args(["--tool", w.tool, "--error-exitcode", &SANITIZER_EXIT.to_string()])
-                // bitparity's own probes (an occupancy query, a module that
-                // does not load) fail on purpose: only the kernels are judged.
-                .args(["--report-api-errors", "no", "--print-limit", "4", "--log-file"])
-                .arg(w.log(index))
-                .arg(exe)
-                // The tool checks every access against the allocation; a
-                // guard zone would make a stray access a valid one to it.
-                .env(knobs::GUARDS, "off");
-            c
-        }
+        Some(w) => w.command(exe, index),
     };
     // A process group of its own: a terminal's SIGINT (or timeout's) is the
     // campaign's to handle; it stops the children itself.

@@ -14,6 +14,7 @@ pub mod expf;
 pub mod lex;
 pub mod report;
 pub mod rules;
+pub mod sanitizer;
 pub mod triage;
 
 use crate::subject::cuda::{KernelId, KernelSource, HEADERS};
