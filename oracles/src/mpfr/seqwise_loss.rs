@@ -217,6 +217,17 @@ mod tests {
     }
 
     #[test]
+    fn gradient_entries_spread_over_the_rows_and_experts() {
+        // T = 10, E = 4, max 5: flat indices i * 39 / 4 = 0, 9, 19, 29, 39,
+        // that is (row, expert) = (0, 0), (2, 1), (4, 3), (7, 1), (9, 3).
+        let c = SeqwiseCase::dense(10, 4, vec![0.5; 40], Objective::UnbiasedTopK { k: 1 });
+        assert_eq!(gradient_entries(&c, 5), [(0, 0), (2, 1), (4, 3), (7, 1), (9, 3)]);
+        // A small case: every entry.
+        let small = SeqwiseCase::dense(2, 2, vec![0.5; 4], Objective::UnbiasedTopK { k: 1 });
+        assert_eq!(gradient_entries(&small, 5), [(0, 0), (0, 1), (1, 0), (1, 1)]);
+    }
+
+    #[test]
     fn both_profiles_are_within_their_bounds() {
         for obj in [
             Objective::UnbiasedTopK { k: 2 },
