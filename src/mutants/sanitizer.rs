@@ -180,3 +180,44 @@ impl Wrap<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn exited(code: i32) -> std::process::ExitStatus {
+        std::process::ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn only_the_tools_exit_code_kills_and_its_first_report_line_is_the_message() {
+        let dir = std::env::temp_dir().join(format!("bp-sanitizer-verdict-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let san = Sanitizer { exe: "compute-sanitizer".into(), tools: vec!["memcheck".into()], cases: 12 };
+        let wrap = Wrap { san: &san, tool: "memcheck", dir: &dir };
+        let job = Job { id: "shared_expert.cu:0".into(), label: "m".into(), op: "shared_expert".into(), run: true };
+        // compute-sanitizer's log as the H200 wrote it (guards-7).
+        std::fs::write(
+            wrap.log(3),
+            "========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 2 bytes\n=========     at se_gate_up_fwd+0x1a0\n",
+        )
+        .unwrap();
+        let survived = Some(Outcome::Survived { cases: 9 });
+        match wrap.verdict(3, &job, exited(EXIT), survived.clone()) {
+            Outcome::Killed { op, property, case, message } => {
+                assert_eq!((op.as_str(), property.as_str(), case), ("shared_expert", "memcheck", 8));
+                assert_eq!(message, "Invalid __global__ read of size 2 bytes");
+            }
+            o => panic!("{o:?}"),
+        }
+        // No report: the child's own verdict stands; a property failure
+        // under the tool is not the tool's kill.
+        assert_eq!(wrap.verdict(3, &job, exited(0), survived), Outcome::Survived { cases: 9 });
+        let killed =
+            Outcome::Killed { op: "x".into(), property: "conformance".into(), case: 0, message: String::new() };
+        assert_eq!(wrap.verdict(3, &job, exited(0), Some(killed)), Outcome::Survived { cases: 12 });
+        assert!(matches!(wrap.verdict(3, &job, exited(1), None), Outcome::Crashed { .. }));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
