@@ -601,31 +601,6 @@ fn the_any_order_runs_admissible_value_is_the_serial_profiles_result() {
     }
 }
 
-/// Two experts with the same logit and bias, one chosen (k = 1): moving
-/// either logit by the step changes which one is chosen, so each of their
-/// entries is a kink, skipped, never checked.
-#[test]
-fn a_selection_tie_is_a_kink_for_the_gradient_check() {
-    let c = RouterCase {
-        t: 1,
-        e: 2,
-        layout: Layout::dense(2),
-        logits: vec![0.5, 0.5],
-        bias: vec![0.0, 0.0],
-        groups: 1,
-        topk_groups: 1,
-        k: 1,
-        route_scale: 1.0,
-        route_norm: true,
-        padding: None,
-        gw: vec![1.0],
-        loss: None,
-    };
-    let g = check_gradient(&c, &[(0, 0), (0, 1)]).unwrap();
-    assert_eq!((g.kinks, g.checked), (2, 0), "{g:?}");
-    assert!(g.failures.is_empty(), "{g:?}");
-}
-
 /// With more entries than `max`, the rows checked spread over the case from
 /// the first to the last: T = 10, k = 2, max = 12 gives 12 / (k + 2) = 3 rows,
 /// i (T - 1) / 2 for i = 0, 1, 2: rows 0, 4 and 9.

@@ -130,14 +130,6 @@ impl<T: Canary> Guarded<T> {
         &self.ptr
     }
 
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Zeroes the buffer's elements (not its zones).
     pub fn zero(&mut self, stream: &Arc<CudaStream>) -> Result<(), SubjectError> {
         let z = Self::zone();
