@@ -12,8 +12,9 @@
 //! short binary fractions.
 
 use super::common::{edge_t, is_prime, pick, simpler, simplifications, wide};
+use crate::knobs::Shapes;
 use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS, MAX_OFFSET};
-use oracles::profile::seqwise_loss::SeqwiseProfile;
+use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_TOKEN_CHUNK};
 use proptest::prelude::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -129,7 +130,36 @@ pub use super::GenConfig;
 /// Small Es that matter: 1, primes, odd, around warp multiples, not multiples of 4.
 const INTERESTING_E: [usize; 20] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 31, 32, 33, 63, 64, 65, 129, 256, 257];
 
+/// The forward's finalize stages the chunk partials in batches of 32 x 8
+/// chunks (kernels/seqwise_loss.cu, BP_FIN_BATCH): a sequence of more than
+/// this many tokens crosses a batch, which tier A's T x E <= 4096 never does.
+const FINALIZE_BATCH_TOKENS: usize = 32 * 8 * GPU_TOKEN_CHUNK;
+/// Most elements of a reference-shape case: DeepSeek-V3's 4096 tokens x 256
+/// experts, a sequence's loss at its real size.
+const REFERENCE_MAX_TE: usize = 1 << 20;
+
+/// A tier-B shape (`GenConfig::shapes`): the sizes the GPU meets that tier
+/// A's small budget cannot reach. Half the time T is next to a multiple of
+/// the finalize batch (1 to 4 batches, E small enough for T x E <= 2^20),
+/// else E is a real one, up to the kernels' 1024 (past the forward's 512
+/// threads a block), with T as large as 2^20 / E allows. The size knobs
+/// (`BITPARITY_MAX_T`, `_TE`, `_E`) are tier A's and do not apply.
+fn generate_reference_shape<R: Rng + ?Sized>(rng: &mut R) -> (usize, usize) {
+    if rng.random_bool(0.5) {
+        let t = FINALIZE_BATCH_TOKENS * rng.random_range(1..=4) + pick(rng, &[0, 1, 2, 63, 64, 65]) - 1;
+        (t, rng.random_range(1..=REFERENCE_MAX_TE / t))
+    } else {
+        let e = pick(rng, &[8, 16, 31, 32, 33, 64, 65, 128, 256, 257, 511, 512, 513, 1024]);
+        let cap = REFERENCE_MAX_TE / e;
+        let t = if rng.random_bool(0.5) { pick(rng, &edge_t(cap)) } else { rng.random_range(1..=cap) };
+        (t, e)
+    }
+}
+
 fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usize) {
+    if cfg.shapes != Shapes::Small {
+        return generate_reference_shape(rng);
+    }
     let e = if rng.random_bool(0.75) { pick(rng, &INTERESTING_E) } else { rng.random_range(1..=cfg.max_e.max(1)) }
         .min(cfg.max_e.max(1));
     let cap = (cfg.max_te / e).clamp(1, cfg.max_t.max(1));
@@ -561,6 +591,27 @@ mod tests {
                 assert_eq!(s.validate(), Ok(()));
             }
         }
+    }
+
+    #[test]
+    fn reference_shapes_cross_the_finalize_batches_within_their_bound() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let mut batches = BTreeSet::new();
+        let mut widest = 0;
+        for _ in 0..400 {
+            let (t, e) = generate_reference_shape(&mut rng);
+            assert!(t >= 1 && (1..=1024).contains(&e) && t * e <= REFERENCE_MAX_TE, "{t} x {e}");
+            batches.insert(t.div_ceil(FINALIZE_BATCH_TOKENS));
+            widest = widest.max(e);
+        }
+        // One to five batches of chunk partials at least (4 batches + 64
+        // tokens; E = 8 takes T to 2^17), and E past the forward's block.
+        assert!((1..=5).all(|b| batches.contains(&b)), "{batches:?}");
+        assert_eq!(widest, 1024);
+        // Small shapes are tier A's, unchanged.
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let c = generate(&mut rng, &GenConfig::default());
+        assert!(c.t * c.e <= GenConfig::default().max_te);
     }
 
     #[test]
