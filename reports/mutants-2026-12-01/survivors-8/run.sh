@@ -23,9 +23,9 @@ camp() { # name limit_s args...
     echo "rc=$? in $(( $(date +%s) - t0 )) s"; date -u; } > $OUT/$name.log 2>&1
 }
 ids() { sed 's/^/--id /' $D/$1; }
-common="--seconds 8 --budget-cases 300 --timeout 40 --jobs 7"
-BITPARITY_SHAPES=reference camp seqwise 290 $common --campaign-seconds 200 --sanitizer memcheck --sanitizer-cases 8 $(ids seqwise-ids.txt) &
-camp shared 290 $common --campaign-seconds 200 --sanitizer memcheck --sanitizer-cases 24 $(ids shared-ids.txt) &
+common="--seconds 8 --budget-cases 300 --jobs 7"
+BITPARITY_SHAPES=reference camp seqwise 290 $common --timeout 40 --campaign-seconds 200 --sanitizer memcheck --sanitizer-cases 8 $(ids seqwise-ids.txt) &
+camp shared 290 $common --timeout 40 --campaign-seconds 200 --sanitizer memcheck --sanitizer-cases 24 $(ids shared-ids.txt) &
 wait
 BITPARITY_SHAPES=reference camp seqwise-race 230 $common --timeout 70 --campaign-seconds 150 --sanitizer racecheck --sanitizer-cases 4 $(ids seqwise-race-ids.txt) &
 camp other-race 230 $common --timeout 70 --campaign-seconds 150 --sanitizer racecheck --sanitizer-cases 8 $(ids other-race-ids.txt) &
