@@ -202,9 +202,10 @@ enum RowKind {
     NearTie,
     Cancel,
     NonFinite,
+    LaneTies,
 }
 
-const ROW_KINDS: [RowKind; 12] = [
+const ROW_KINDS: [RowKind; 13] = [
     RowKind::Sigmoid,
     RowKind::Signed,
     RowKind::Wide,
@@ -217,6 +218,7 @@ const ROW_KINDS: [RowKind; 12] = [
     RowKind::NearTie,
     RowKind::Cancel,
     RowKind::NonFinite,
+    RowKind::LaneTies,
 ];
 
 fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, e: usize, k: usize) -> Vec<f32> {
@@ -271,6 +273,28 @@ fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, e: usize, k: usize)
             } else if e > 1 {
                 let v = row[0];
                 row[1] = v;
+            }
+        }
+        RowKind::LaneTies => {
+            // A floor everywhere (more than 32 elements at the k-th largest
+            // lane maximum: the warp top-k of the GPU profile falls back to
+            // k rounds of arg-max), and in one lane (indices 32 apart) the
+            // row's best and two equal runners-up: once the best is taken,
+            // that lane's rescan must keep the lower index of the tie.
+            // floor < 0.125 < tie < 0.375 < 0.5 <= best, whatever the draws round to.
+            row.fill(sigmoid_like(rng) * 0.125);
+            // A lane with three elements or more (E > 64).
+            let lane = rng.random_range(0..e.saturating_sub(64).clamp(1, 32));
+            let mut slots: Vec<usize> = (lane..e).step_by(32).collect();
+            if slots.len() >= 3 {
+                for i in 0..3 {
+                    let j = rng.random_range(i..slots.len());
+                    slots.swap(i, j);
+                }
+                let tie = 0.25 + sigmoid_like(rng) * 0.0625;
+                row[slots[0]] = 0.5 + sigmoid_like(rng) * 0.25;
+                row[slots[1]] = tie;
+                row[slots[2]] = tie;
             }
         }
         RowKind::AllEqual => {
@@ -612,6 +636,23 @@ mod tests {
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
         let c = generate(&mut rng, &GenConfig::default());
         assert!(c.t * c.e <= GenConfig::default().max_te);
+    }
+
+    #[test]
+    fn lane_ties_put_a_tie_below_the_best_of_one_lane() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        for e in [65, 96, 128, 257, 1024] {
+            for _ in 0..50 {
+                let row = generate_row(&mut rng, RowKind::LaneTies, e, 2);
+                let floor = row.iter().copied().fold(f32::INFINITY, f32::min);
+                let above: Vec<usize> = (0..e).filter(|&i| row[i] > floor).collect();
+                assert_eq!(above.len(), 3, "{row:?}");
+                assert!(above.iter().all(|i| i % 32 == above[0] % 32), "{above:?}");
+                let mut v: Vec<f32> = above.iter().map(|&i| row[i]).collect();
+                v.sort_by(f32::total_cmp);
+                assert!(v[0] == v[1] && v[1] < v[2], "{v:?}");
+            }
+        }
     }
 
     #[test]

@@ -106,8 +106,21 @@ impl<T: Canary> Guarded<T> {
         Ok(Self::around(buf, data.len(), stream, name))
     }
 
+    /// An output every correct kernel writes in full: its elements start as
+    /// the canary too, so an element the kernel never writes reads back as
+    /// [`Canary::FILL`] (a NaN of a payload no arithmetic makes, 0xa5 bytes
+    /// for integers) and fails the comparison, where a zeroed buffer would
+    /// pass wherever the right value is +0.0 or 0 (a padding row's gradient,
+    /// a column tile placed one column off).
+    pub fn unwritten(stream: &Arc<CudaStream>, name: &'static str, len: usize) -> Result<Self, SubjectError> {
+        let host = vec![T::FILL; len + 2 * Self::zone()];
+        let buf = stream.clone_htod(&host).map_err(dev_err("allocation"))?;
+        Ok(Self::around(buf, len, stream, name))
+    }
+
     /// A buffer of `len` zeros (zeroed on the device: an output's
-    /// allocation costs no host copy of its size).
+    /// allocation costs no host copy of its size): for the outputs a kernel
+    /// accumulates into.
     pub fn zeros(stream: &Arc<CudaStream>, name: &'static str, len: usize) -> Result<Self, SubjectError> {
         let z = Self::zone();
         let mut buf = stream.alloc_zeros::<T>(len + 2 * z).map_err(dev_err("allocation"))?;

@@ -144,14 +144,14 @@ impl CudaSeqwise {
             scores: Guarded::upload(s, "scores", &case.storage(GAP_POISON))?,
             padding: Guarded::upload(s, "padding", &padding)?,
             map: Guarded::upload(s, "map", &map)?,
-            p_part: Guarded::zeros(s, "p_part", nchunks * e)?,
-            c_part: Guarded::zeros(s, "c_part", nchunks * e)?,
-            p: Guarded::zeros(s, "P", e)?,
-            counts: Guarded::zeros(s, "counts", e)?,
-            freq: Guarded::zeros(s, "freq", e)?,
-            raw: Guarded::zeros(s, "raw", 1)?,
+            p_part: Guarded::unwritten(s, "p_part", nchunks * e)?,
+            c_part: Guarded::unwritten(s, "c_part", nchunks * e)?,
+            p: Guarded::unwritten(s, "P", e)?,
+            counts: Guarded::unwritten(s, "counts", e)?,
+            freq: Guarded::unwritten(s, "freq", e)?,
+            raw: Guarded::unwritten(s, "raw", 1)?,
             ticket: Guarded::zeros(s, "ticket", 1)?,
-            grad: Guarded::zeros(s, "grad", t * e)?,
+            grad: Guarded::unwritten(s, "grad", t * e)?,
         };
         as_i32(t, "T")?;
         as_i32(e, "E")?;
