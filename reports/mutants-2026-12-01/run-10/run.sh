@@ -6,8 +6,8 @@
 #           unwritten fails here;
 #  seqwise: seqwise_loss.cu's 74 mutants never run (the finalize's tail)
 #           and the 7 survivors left by survivors-9's triage, reference shapes;
-#  router:  router.cu, a sample of 40 drawn with --seed 11, then the 12
-#           non-barrier survivors of the earlier router runs.
+#  router:  router.cu, a sample of 40 drawn with --seed 11 (each child
+#           compiles router.cu for about a minute).
 # One tar comes back (at most 8 files return from a call).
 set -u
 B=target/gpu-bundle
