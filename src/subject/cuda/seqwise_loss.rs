@@ -249,7 +249,17 @@ impl DeviceCase {
         let raw = self.raw.read(s)?;
         let counts = self.counts.read(s)?;
         let freq = self.freq.read(s)?;
+        let ticket = self.ticket.read(s)?;
         self.dev.finish("read-back")?;
+        // The finalize's last block resets its ticket (the launch contract):
+        // left at any other value, the next launch on these buffers (a CUDA
+        // graph's replay) would take the wrong block for the last one.
+        if ticket[0] != 0 {
+            return Err(SubjectError::Device(format!(
+                "the forward left its ticket at {} (the finalize must reset it to 0 for the next launch)",
+                ticket[0]
+            )));
+        }
         Ok(SeqwiseForward { raw: raw[0], counts, freq })
     }
 
