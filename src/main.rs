@@ -174,8 +174,9 @@ struct MutantsArgs {
     #[arg(long, default_value = "24", value_name = "N")]
     sanitizer_cases: u64,
     /// No run: combine these earlier --json reports (repeatable; a later
-    /// one's outcome of a mutant replaces an earlier one's) and judge them
-    /// again with the triage.
+    /// one's outcome of a mutant replaces an earlier one's, except that a
+    /// kill stands over a later survival) and judge them again with the
+    /// triage.
     #[arg(long, value_name = "JSON", conflicts_with = "compile_only")]
     from: Vec<PathBuf>,
 }

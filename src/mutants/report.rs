@@ -310,7 +310,8 @@ pub fn html(rows: &[Row], header: &str) -> String {
 }
 
 /// The rows of earlier runs' JSON reports (`texts`: name and content, in
-/// order: a later run's outcome of a mutant replaces an earlier one's),
+/// order: a later run's outcome of a mutant replaces an earlier one's, a
+/// kill excepted, which a later survival leaves),
 /// for `mutants` (the others of a report are ignored), judged again with
 /// `triage`: runs combined and survivors re-triaged without the GPU.
 /// Returns the rows and the ids the reports hold that these sources no
@@ -331,7 +332,12 @@ pub fn from_runs(
             let id = v.get("id").and_then(|i| i.as_str()).ok_or_else(|| format!("{name}: a row without an id"))?;
             let outcome = Outcome::deserialize(&v).map_err(|e| format!("{name}: {id}: {e}"))?;
             let seconds = v.get("seconds").and_then(|s| s.as_f64()).unwrap_or(0.0);
-            if outcome != Outcome::NotRun {
+            // A kill stands: a later run that hunts a survivor with fewer
+            // cases, other shapes or without a sanitizer tool (as re-runs of
+            // survivors do) does not undo a failure shown on the same code
+            // (an id names one mutated line of one source).
+            let killed_before = matches!(latest.get(id), Some((Outcome::Killed { .. }, _)));
+            if outcome != Outcome::NotRun && !(killed_before && matches!(outcome, Outcome::Survived { .. })) {
                 latest.insert(id.to_string(), (outcome, seconds));
             }
         }
@@ -393,7 +399,7 @@ mod tests {
     }
 
     #[test]
-    fn runs_combine_the_latest_outcome_wins_and_the_triage_applies_again() {
+    fn runs_combine_the_latest_outcome_wins_a_kill_stands_and_the_triage_applies_again() {
         let ms = super::super::mutants_of(super::super::files()[0]);
         let killed = Outcome::Killed { op: "o".into(), property: "p".into(), case: 2, message: "m".into() };
         let first = vec![
@@ -404,12 +410,15 @@ mod tests {
             Row::new(ms[0].clone(), killed.clone(), 2.0, &Triage::default()),
             Row::new(ms[1].clone(), Outcome::NotRun, 0.0, &Triage::default()),
         ];
+        // A later survival (a re-run with fewer cases) leaves the kill.
+        let third = vec![Row::new(ms[0].clone(), Outcome::Survived { cases: 3 }, 1.0, &Triage::default())];
         let json = |rows: &[Row]| serde_json::json!({ "header": "h", "mutants": rows }).to_string();
         let mut stale_run: serde_json::Value = serde_json::from_str(&json(&first[..1])).unwrap();
         stale_run["mutants"][0]["id"] = "gone.cu:12345678".into();
         let texts = vec![
             ("a".to_string(), json(&first)),
             ("b".to_string(), json(&second)),
+            ("b2".to_string(), json(&third)),
             ("c".to_string(), stale_run.to_string()),
         ];
         let t = Triage::parse(&format!("[[equivalent]]\nid='{}'\nreason='r'\n", ms[1].id), "t").unwrap();
