@@ -430,6 +430,15 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
     if let Some(s) = fixed.filter(|s| s.0 <= max_e) {
         return s;
     }
+    // One shape in seven: groups of one warp's width (32 experts), the
+    // kernels' fwd_grouped32 path, E = 64 (two values a lane) to 256; a
+    // random E rarely has 32 as its group size.
+    if 32 * 2 <= max_e && rng.random_range(0..7) == 0 {
+        let g = pick(rng, &[2, 3, 4, 5, 8]).min(max_e / 32);
+        let l = rng.random_range(1..=g);
+        let k = if rng.random_bool(0.5) { rng.random_range(1..=2 * l) } else { rng.random_range(1..=32 * l) };
+        return (32 * g, g, l, k);
+    }
     let (mut g, mut gs) = if rng.random_bool(0.6) {
         // Small shapes: E = 2, 3, 4, 6, 8, 9, 10, 12, ...
         (pick(rng, &[1, 1, 2, 3, 4, 8]), pick(rng, &[2, 2, 3, 4, 5, 8]))
@@ -1209,6 +1218,29 @@ mod tests {
             gw: vec![1.0; 6],
             loss: None,
         }
+    }
+
+    #[test]
+    fn warp_wide_groups_are_drawn_both_paths_and_non_powers_of_two() {
+        // The kernels' fwd_grouped32 path (32 experts a group, k <= 2 L) and
+        // the general path at the same group size, E = 96 and 160 included.
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let cfg = GenConfig::default();
+        let (mut grouped32, mut general, mut es) = (0, 0, BTreeSet::new());
+        for _ in 0..3000 {
+            let (e, g, l, k) = generate_shape(&mut rng, &cfg);
+            assert!(e % g == 0 && e / g >= 2 && (1..=g).contains(&l) && (1..=l * e / g).contains(&k));
+            if g >= 2 && e == 32 * g {
+                es.insert(e);
+                if k <= 2 * l {
+                    grouped32 += 1;
+                } else {
+                    general += 1;
+                }
+            }
+        }
+        assert!(grouped32 >= 50 && general >= 50, "{grouped32} {general}");
+        assert!([64, 96, 128, 160, 256].iter().all(|e| es.contains(e)), "{es:?}");
     }
 
     #[test]

@@ -403,6 +403,10 @@ impl DeviceRouterCase {
         let counts = self.counts.read(s)?;
         let scores = self.scores.read(s)?;
         self.dev.finish("read-back")?;
+        // The launch contract: map bytes are 0 or 1 (a caller may add them up).
+        if let Some((i, b)) = map.iter().enumerate().find(|(_, &b)| b > 1) {
+            return Err(SubjectError::Device(format!("map[{i}] is the byte {b:#04x}: the forward writes 0 or 1")));
+        }
         Ok(RouterForward { ids, weights, map: map.into_iter().map(|b| b != 0).collect(), counts, scores })
     }
 
