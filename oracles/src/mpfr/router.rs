@@ -432,6 +432,23 @@ mod tests {
     use super::*;
     use crate::case::Layout;
 
+    #[test]
+    fn touching_enclosures_leave_the_order_open() {
+        // Item 1's enclosure starts where item 0's ends: the exact values may
+        // be equal, and equal values go by index (0 first), so "1 before 0"
+        // is not certain; nor is either order of two equal point values.
+        let ranked = |lo: f32, hi: f32| Ranked { v: Iv { lo: Iv::of(lo).lo, hi: Iv::of(hi).hi }, id: None };
+        let touching = [ranked(0.0, 1.0), ranked(1.0, 2.0)];
+        assert_eq!(before(&touching, 1, 0), None);
+        assert_eq!(before(&touching, 0, 1), None);
+        let equal = [ranked(1.0, 1.0), ranked(1.0, 1.0)];
+        assert_eq!(before(&equal, 1, 0), None);
+        // Apart, the order is certain both ways.
+        let apart = [ranked(0.0, 1.0), ranked(1.5, 2.0)];
+        assert_eq!(before(&apart, 1, 0), Some(true));
+        assert_eq!(before(&apart, 0, 1), Some(false));
+    }
+
     fn case(e: usize, groups: usize, topk_groups: usize, k: usize, logits: Vec<f32>) -> RouterCase {
         let t = logits.len() / e;
         RouterCase {
