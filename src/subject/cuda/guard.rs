@@ -5,7 +5,10 @@
 //! side and the element it hit, where before it would pass whenever the
 //! stray write landed on memory nothing reads. The input buffers' zones hold
 //! NaNs (as the gaps of a strided input do), so a read past either end of an
-//! input corrupts the output it feeds.
+//! input corrupts the output it feeds. The outputs a kernel must write in
+//! full start as the canary as well ([`Guarded::unwritten`]): an element a
+//! kernel never writes fails the comparison instead of reading back as the
+//! zero it may well be.
 //!
 //! The zones catch stray accesses to global memory within [`GUARD_BYTES`] of
 //! a buffer. `BITPARITY_GUARDS=off` leaves them out (for compute-sanitizer,
