@@ -132,7 +132,7 @@ fn a_provider_of_one_clamp_tie_rule_is_judged_by_the_rule_it_claims() {
     let run = |args: &str| {
         let subject = format!("exec:{} {args}", provider("pure_seqwise_loss.py"));
         let out = bitparity()
-            .args(["check", "--op", "seqwise_loss", "--cases", "40", "--seed", "8", "--quiet", "--no-save"])
+            .args(["check", "--op", "seqwise_loss", "--cases", "40", "--seed", "11", "--quiet", "--no-save"])
             .args(["--property", "conformance", "--property", "gradient", "--json", "-", "--subject"])
             .arg(&subject)
             .output()
@@ -140,7 +140,7 @@ fn a_provider_of_one_clamp_tie_rule_is_judged_by_the_rule_it_claims() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         (out, v, subject)
     };
-    // Seed 8 holds clamp tie cases of both rules (the failing runs below
+    // Seed 11 holds clamp tie cases of both rules (the failing runs below
     // check it, so the passing ones cannot pass vacuously).
     for tie in ["strict", "inclusive"] {
         let (out, v, subject) = run(&format!("--tie {tie}"));
