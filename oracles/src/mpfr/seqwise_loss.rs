@@ -89,19 +89,7 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         let d1 = quotient(&h);
         let d2 = quotient(&Float::with_val(FD_PREC, &h >> 1u32));
         let am = &analytic.grad[t * case.e + k];
-        // A failure only where the exact values certainly break the
-        // criterion: |D2 - A| >= |d2 - am| - e2 - ea (rounded toward zero)
-        // against 2 |D1 - D2| <= 2 |d1 - d2| + 2 e1 + 2 e2 (rounded up), the
-        // bounds moved to the right: 2 e1 + 3 e2 + ea.
-        let lhs = Float::with_val_round(FD_PREC, &d2.v - &am.v, Round::Zero).0.abs();
-        let spread = Float::with_val_round(FD_PREC, &d1.v - &d2.v, Round::AwayZero).0.abs();
-        // The bounds as Bounds (any magnitude), summed upward, then as an MPFR
-        // number at least as large (+inf where nothing is known: no failure).
-        let (two, three) = (Bound::from_f64(2.0), Bound::from_f64(3.0));
-        let slack = two.mul_up(d1.err).add_up(three.mul_up(d2.err)).add_up(am.err).to_float();
-        let doubled = spread * 2u32; // exact
-        let rhs = Float::with_val_round(FD_PREC, &doubled + &slack, Round::Up).0;
-        if lhs > rhs {
+        if breaks_criterion(&d1, &d2, am) {
             out.failures.push(format!(
                 "d raw/d s[{t}][{k}]: analytic {:e}, finite difference {:e}",
                 am.v.to_f64(),
@@ -111,6 +99,24 @@ fn check_gradient_at(case: &SeqwiseCase, entries: &[(usize, usize)]) -> Gradient
         out.checked += 1;
     }
     out
+}
+
+/// Whether the analytic derivative `am` certainly breaks the criterion
+/// |D2 - A| <= 2 |D1 - D2| against the central differences `d1` (step h)
+/// and `d2` (step h/2): only where the exact values certainly break it,
+/// |D2 - A| >= |d2 - am| - e2 - ea (rounded toward zero) against
+/// 2 |D1 - D2| <= 2 |d1 - d2| + 2 e1 + 2 e2 (rounded up), the bounds moved
+/// to the right: 2 e1 + 3 e2 + ea.
+fn breaks_criterion(d1: &Exact, d2: &Exact, am: &Exact) -> bool {
+    let lhs = Float::with_val_round(FD_PREC, &d2.v - &am.v, Round::Zero).0.abs();
+    let spread = Float::with_val_round(FD_PREC, &d1.v - &d2.v, Round::AwayZero).0.abs();
+    // The bounds as Bounds (any magnitude), summed upward, then as an MPFR
+    // number at least as large (+inf where nothing is known: no failure).
+    let (two, three) = (Bound::from_f64(2.0), Bound::from_f64(3.0));
+    let slack = two.mul_up(d1.err).add_up(three.mul_up(d2.err)).add_up(am.err).to_float();
+    let doubled = spread * 2u32; // exact
+    let rhs = Float::with_val_round(FD_PREC, &doubled + &slack, Round::Up).0;
+    lhs > rhs
 }
 
 /// g * (row t's contribution to raw) with s_tk moved by `step`: the function
@@ -204,6 +210,21 @@ pub fn gradient_entries(case: &SeqwiseCase, max: usize) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_criterion_allows_twice_the_spread_and_no_more() {
+        // d1 = 1, d2 = 1.125: |D1 - D2| = 1/8, so A may be 1/4 from d2.
+        let x = |v: f64| Exact::new(Float::with_val(FD_PREC, v), Bound::ZERO);
+        let (d1, d2) = (x(1.0), x(1.125));
+        assert!(!breaks_criterion(&d1, &d2, &x(1.125)));
+        assert!(!breaks_criterion(&d1, &d2, &x(1.3125))); // 3/16 off: within 1/4
+        assert!(!breaks_criterion(&d1, &d2, &x(0.875))); // exactly 1/4 off
+        assert!(breaks_criterion(&d1, &d2, &x(1.5)));
+        assert!(breaks_criterion(&d1, &d2, &x(0.8)));
+        // An error bound on A widens the allowance by itself.
+        let wide = Exact::new(Float::with_val(FD_PREC, 1.5), Bound::from_f64(0.25));
+        assert!(!breaks_criterion(&d1, &d2, &wide));
+    }
     use crate::case::seqwise_loss::ClampTie;
     use crate::mpfr::reference::{exact_forward, BackwardReference, ForwardReference};
     use crate::op::seqwise_loss::SeqwiseLoss;
