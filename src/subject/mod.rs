@@ -20,7 +20,9 @@ pub enum SubjectError {
     /// do not support).
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// The subject ran and failed (a CUDA error).
+    /// The subject ran and failed: a CUDA error, or kernels that broke
+    /// their launch contract (a ticket left for the next launch, a map byte
+    /// other than 0 or 1).
     #[error("device error: {0}")]
     Device(String),
     /// An external subject's process crashed, hung past its timeout, or
