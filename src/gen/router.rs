@@ -431,10 +431,13 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
         return s;
     }
     // One shape in seven: groups of one warp's width (32 experts), the
-    // kernels' fwd_grouped32 path, E = 64 (two values a lane) to 256; a
-    // random E rarely has 32 as its group size.
+    // kernels' fwd_grouped32 path, E = 64 (two values a lane) to 256, and to
+    // 1024 (the kernels' widest lane count) where max_e allows it; a random
+    // E rarely has 32 as its group size. Tier A's draws stay those of 8
+    // groups at most.
     if 32 * 2 <= max_e && rng.random_range(0..7) == 0 {
-        let g = pick(rng, &[2, 3, 4, 5, 8]).min(max_e / 32);
+        let groups: &[usize] = if max_e >= 32 * 32 { &[2, 3, 4, 5, 8, 16, 32] } else { &[2, 3, 4, 5, 8] };
+        let g = pick(rng, groups).min(max_e / 32);
         let l = rng.random_range(1..=g);
         let k = if rng.random_bool(0.5) { rng.random_range(1..=2 * l) } else { rng.random_range(1..=32 * l) };
         return (32 * g, g, l, k);
@@ -1320,6 +1323,17 @@ mod tests {
             assert_eq!(c.validate(), Ok(()), "{c:?}");
             assert!(c.t * c.e <= cfg.max_te && c.e <= cfg.max_e, "{} x {}", c.t, c.e);
         }
+        // At the kernels' widest E, warp-wide groups reach 32 of them (the
+        // widest fwd_grouped32 shape).
+        let wide = GenConfig { max_e: 1024, ..GenConfig::default() };
+        let mut widest = 0;
+        for _ in 0..3000 {
+            let c = generate(&mut rng, &wide);
+            assert_eq!(c.validate(), Ok(()), "{c:?}");
+            assert!(c.t * c.e <= wide.max_te && c.e <= wide.max_e, "{} x {}", c.t, c.e);
+            widest += usize::from(c.e == 1024 && c.groups == 32);
+        }
+        assert!(widest > 0, "no case of 32 groups of 32 experts in 3000");
         // Tight configs still give valid cases.
         for cfg in [
             GenConfig { max_te: 2, max_e: 1, max_t: 1, ..GenConfig::default() },
