@@ -64,12 +64,6 @@
 //   inclusive = 1: the clamp gate is n >= eps (ClampTie::Inclusive), else
 //   n > eps (Strict).
 //   Writes: grad[T*E] (dense row-major). Nothing needs zeroing.
-//
-// router_freq(const unsigned* counts, int E, float* freq)
-//   one block of 1024 threads (any multiple of 32 up to 1024 works), no
-//   dynamic shared memory: f_e = (c_e / max(C, eps)) * E, the fused loss's
-//   frequencies, as the backward computes them (the backward does not need
-//   this kernel: it derives f_e itself from counts; router_freq exposes them).
 // ---------------------------------------------------------------------------
 
 #include "common.cuh"
@@ -917,7 +911,7 @@ __device__ __forceinline__ void bwd(const BwdArgs& a) {
     // a_e = g * f_e, once per warp. The counts are the forward's, complete
     // before this kernel starts (stream order), and C is their exact integer
     // sum (a warp reduction: any order is exact), so every warp derives the
-    // same f_e as router_freq, without a grid-wide dependency.
+    // same f_e (SPEC section 3's), without a grid-wide dependency.
     float ae[V];
     if (a.fused) {
         unsigned c[V];
@@ -987,20 +981,3 @@ BP_ROUTER_INSTANTIATE(8, BP_ROUTER_FWD_MIN_BLOCKS_V8)
 BP_ROUTER_INSTANTIATE(16, 2)
 BP_ROUTER_INSTANTIATE(32, 1)
 
-// f_e for every expert, from the forward's counts (see the header). C is the
-// exact integer sum (per-thread partials, warp reductions, then the warp sums
-// in order: integer, so any order is the same).
-extern "C" __global__ void __launch_bounds__(1024)
-    router_freq(const unsigned* __restrict__ counts, int E, float* __restrict__ freq) {
-    __shared__ unsigned wsum[32];
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    unsigned part = 0u;
-    for (int e = threadIdx.x; e < E; e += blockDim.x) part += counts[e];
-    part = __reduce_add_sync(BP_FULL_MASK, part);
-    if (lane == 0) wsum[warp] = part;
-    __syncthreads();
-    unsigned C = 0u;
-    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) C += wsum[w];
-    for (int e = threadIdx.x; e < E; e += blockDim.x) freq[e] = bp::router::frequency(counts[e], C, E);
-}

@@ -26,8 +26,9 @@ pub struct GenConfig {
     /// Tier B's real shapes instead of tier A's small ones, where an op's
     /// tier A shapes are smaller than its real ones (shared_expert: SPEC
     /// section 5's reference H x F, T up to `max_t`; seqwise_loss: T x E up
-    /// to 2^20, T across the forward's finalize batches, E up to 1024; the
-    /// router's cases are real-sized already and ignore it). Default small;
+    /// to 2^20, T across the forward's finalize batches, E up to 1024;
+    /// router: E up to 1024, and one case in three with T up to 2^22 / E,
+    /// past one wave of the kernels' grid). Default small;
     /// `BITPARITY_SHAPES=reference` (or `reference-dense`: dense layouts).
     /// Such cases are meant for the GPU-side properties (`--property
     /// batch-invariance`, `determinism`, `offset-stride`): the MPFR oracle

@@ -23,6 +23,7 @@
 
 use super::common::{edge_t, pick, simpler, simplifications, wide};
 use super::GenConfig;
+use crate::knobs::Shapes;
 use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::seqwise_loss::{topk_order, ClampTie, EPS};
 use oracles::case::{Layout, MAX_OFFSET};
@@ -43,6 +44,10 @@ pub enum Class {
     TinyT,
     /// T = n-1, n or n+1 for a power of two n >= 4 or a chunk size (32, 64, 128).
     TEdge,
+    /// T > 4096 (tier B's reference shapes): more tokens than one wave of
+    /// the kernels' grid holds at E >= 64, so each warp takes several in
+    /// turn (the token loop's prefetch and its barriers between tokens).
+    LongT,
     /// E = 256, G = 8, L = 4, k = 8 (DeepSeek-V3).
     V3Shape,
     /// E = 160, G = 8, L = 3, k = 6 (DeepSeek-V2).
@@ -143,9 +148,10 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 48] = [
+    pub const ALL: [Class; 49] = [
         Class::TinyT,
         Class::TEdge,
+        Class::LongT,
         Class::V3Shape,
         Class::V2Shape,
         Class::V2LiteShape,
@@ -433,10 +439,12 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
     // One shape in seven: groups of one warp's width (32 experts), the
     // kernels' fwd_grouped32 path, E = 64 (two values a lane) to 256, and to
     // 1024 (the kernels' widest lane count) where max_e allows it; a random
-    // E rarely has 32 as its group size. Tier A's draws stay those of 8
-    // groups at most.
+    // E rarely has 32 as its group size. G = V (a power of two) and G < V
+    // (3, 5, 6, 7, ...: E = 96 runs at V = 4) take different branches of
+    // that path, so both are drawn.
     if 32 * 2 <= max_e && rng.random_range(0..7) == 0 {
-        let groups: &[usize] = if max_e >= 32 * 32 { &[2, 3, 4, 5, 8, 16, 32] } else { &[2, 3, 4, 5, 8] };
+        let groups: &[usize] =
+            if max_e >= 32 * 32 { &[2, 3, 4, 5, 6, 7, 8, 12, 16, 23, 32] } else { &[2, 3, 4, 5, 6, 7, 8] };
         let g = pick(rng, groups).min(max_e / 32);
         let l = rng.random_range(1..=g);
         let k = if rng.random_bool(0.5) { rng.random_range(1..=2 * l) } else { rng.random_range(1..=32 * l) };
@@ -471,7 +479,23 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
     (g * gs, g, l, k)
 }
 
+/// E of tier B's reference shapes: the kernels' widest (32 lanes x 32).
+const MAX_REFERENCE_E: usize = 1024;
+/// Tier A's T stays at or below it (`BITPARITY_MAX_TE` allows more).
+const LONG_T: usize = 4096;
+/// Most elements of a reference-shape case: 16384 tokens of DeepSeek-V3's
+/// 256 experts.
+const REFERENCE_MAX_TE: usize = 1 << 22;
+
 fn generate_t<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, e: usize) -> usize {
+    // Tier B's reference shapes (`GenConfig::shapes`), one case in three: T
+    // up to 2^22 / E, past the one wave of blocks the kernels launch (132
+    // SMs x at most 6 blocks x 8 warps = 6336 tokens at E <= 32, 1056 at
+    // E = 1024), so that the grid-stride token loop runs more than once.
+    if cfg.shapes != Shapes::Small && rng.random_range(0..3) == 0 {
+        let cap = REFERENCE_MAX_TE / e;
+        return rng.random_range(cap / 4..=cap).max(1);
+    }
     let cap = (cfg.max_te / e).clamp(1, cfg.max_t.max(1));
     let t = match rng.random_range(0..10) {
         0..=3 => rng.random_range(1..=3),
@@ -719,6 +743,10 @@ fn generate_gw<R: Rng + ?Sized>(rng: &mut R, n: usize) -> Vec<f32> {
 /// through proptest's pass-through RNG). T x E stays within `cfg.max_te`
 /// (E within `cfg.max_e`) wherever E >= 2 allows.
 pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> RouterCase {
+    // Tier B's reference shapes reach the kernels' widest E whatever tier
+    // A's knob says.
+    let reference = GenConfig { max_e: MAX_REFERENCE_E, ..cfg.clone() };
+    let cfg = if cfg.shapes == Shapes::Small { cfg } else { &reference };
     let (e, groups, l, k) = generate_shape(rng, cfg);
     let t = generate_t(rng, cfg, e);
     let bias = generate_bias(rng, e, e / groups);
@@ -782,6 +810,7 @@ pub fn classify(case: &RouterCase) -> BTreeSet<Class> {
     };
     add(t <= 3, Class::TinyT);
     add(edge_t(usize::MAX).contains(&t) && t > 3, Class::TEdge);
+    add(t > LONG_T, Class::LongT);
     add((e, g, l, k) == V3, Class::V3Shape);
     add((e, g, l, k) == V2, Class::V2Shape);
     add((e, g, l, k) == V2_LITE, Class::V2LiteShape);
@@ -1229,7 +1258,7 @@ mod tests {
         // the general path at the same group size, E = 96 and 160 included.
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
         let cfg = GenConfig::default();
-        let (mut grouped32, mut general, mut es) = (0, 0, BTreeSet::new());
+        let (mut grouped32, mut below_v, mut general, mut es) = (0, 0, 0, BTreeSet::new());
         for _ in 0..3000 {
             let (e, g, l, k) = generate_shape(&mut rng, &cfg);
             assert!(e % g == 0 && e / g >= 2 && (1..=g).contains(&l) && (1..=l * e / g).contains(&k));
@@ -1237,13 +1266,16 @@ mod tests {
                 es.insert(e);
                 if k <= 2 * l {
                     grouped32 += 1;
+                    // G below the lane count V (G not a power of two): the
+                    // path's own branch.
+                    below_v += usize::from(!g.is_power_of_two());
                 } else {
                     general += 1;
                 }
             }
         }
-        assert!(grouped32 >= 50 && general >= 50, "{grouped32} {general}");
-        assert!([64, 96, 128, 160, 256].iter().all(|e| es.contains(e)), "{es:?}");
+        assert!(grouped32 >= 50 && general >= 50 && below_v >= 25, "{grouped32} {below_v} {general}");
+        assert!([64, 96, 128, 160, 192, 224, 256].iter().all(|e| es.contains(e)), "{es:?}");
     }
 
     #[test]
@@ -1334,6 +1366,19 @@ mod tests {
             widest += usize::from(c.e == 1024 && c.groups == 32);
         }
         assert!(widest > 0, "no case of 32 groups of 32 experts in 3000");
+        // Tier B's reference shapes: long T (each warp of the kernels takes
+        // several tokens) within 2^22 elements, E up to 1024 whatever the
+        // knobs say.
+        let reference = GenConfig { shapes: Shapes::Reference, ..GenConfig::default() };
+        let (mut long, mut widest_e) = (0, 0);
+        for _ in 0..60 {
+            let c = generate(&mut rng, &reference);
+            assert_eq!(c.validate(), Ok(()), "T={} E={}", c.t, c.e);
+            assert!(c.t * c.e <= REFERENCE_MAX_TE && c.e <= MAX_REFERENCE_E, "{} x {}", c.t, c.e);
+            long += usize::from(classify(&c).contains(&Class::LongT));
+            widest_e = widest_e.max(c.e);
+        }
+        assert!(long >= 10 && widest_e > 257, "{long} long cases, widest E {widest_e}");
         // Tight configs still give valid cases.
         for cfg in [
             GenConfig { max_te: 2, max_e: 1, max_t: 1, ..GenConfig::default() },
@@ -1380,7 +1425,8 @@ mod tests {
         for class in Class::ALL {
             println!("{:>6}  {class}", counts.get(&class).copied().unwrap_or(0));
         }
-        let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c)).collect();
+        // long-t is tier B's (generated_cases_are_valid reaches it).
+        let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c) && **c != Class::LongT).collect();
         assert!(missing.is_empty(), "never generated: {missing:?}");
     }
 

@@ -30,8 +30,6 @@ use std::sync::{Arc, OnceLock};
 /// per token, so this only decides how many tokens a block takes at once.
 const THREADS: u32 = 256;
 const WARPS: usize = THREADS as usize / 32;
-/// Threads of the one block of `router_freq`.
-const FREQ_THREADS: u32 = 1024;
 /// `BP_GROUP_SHIFT`: expert e's group is (e * ceil(2^20 / gs)) >> 20 (the
 /// tests check the kernel's constant and the identity).
 #[cfg(test)]
@@ -106,7 +104,6 @@ pub fn plan(case: &RouterCase) -> Result<Plan, SubjectError> {
 struct Kernels {
     fwd: Vec<CudaFunction>,
     bwd: Vec<CudaFunction>,
-    freq: CudaFunction,
 }
 
 /// The CUDA subject of `router`: profile `warp32` ([`RouterProfile::gpu`]).
@@ -132,7 +129,6 @@ fn load() -> Result<CudaRouter, String> {
     let kernels = Kernels {
         fwd: LANE_WIDTHS.iter().map(|v| function(&format!("router_fwd_v{v}"))).collect::<Result<_, _>>()?,
         bwd: LANE_WIDTHS.iter().map(|v| function(&format!("router_bwd_v{v}"))).collect::<Result<_, _>>()?,
-        freq: function("router_freq")?,
     };
     // Above 48 KiB a block's dynamic shared memory must be asked for (the
     // forward needs 69 KiB at E = 1024).
@@ -178,8 +174,7 @@ pub struct DeviceRouterCase {
     counts: Guarded<u32>,
     scores: Guarded<f32>,
     grad: Guarded<f32>,
-    freq: Guarded<f32>,
-    /// A forward was enqueued: the backward and router_freq read its outputs.
+    /// A forward was enqueued: the backward reads its outputs.
     forward_enqueued: bool,
 }
 
@@ -241,7 +236,6 @@ impl CudaRouter {
             counts: Guarded::zeros(s, "counts", e)?,
             scores: Guarded::unwritten(s, "scores", t * e)?,
             grad: Guarded::unwritten(s, "grad", t * e)?,
-            freq: Guarded::unwritten(s, "freq", e)?,
             forward_enqueued: false,
         })
     }
@@ -374,23 +368,6 @@ impl DeviceRouterCase {
         Ok(())
     }
 
-    /// Enqueues `router_freq`: the fused loss's frequencies f_e from the
-    /// forward's counts, as the backward derives them (the backward does not
-    /// need this launch; it exposes f for a check or a loss forward).
-    pub fn launch_frequencies(&mut self) -> Result<(), SubjectError> {
-        self.require_forward("router_freq")?;
-        let dev = self.dev.clone();
-        let s = &dev.stream;
-        let e = self.e as i32;
-        let mut b = s.launch_builder(&self.kernels.freq);
-        b.arg(self.counts.arg()).arg(&e).arg(self.freq.arg());
-        // SAFETY: matches router_freq's signature; counts and freq hold E
-        // elements; one block of 1024 threads (its __launch_bounds__), no
-        // dynamic shared memory.
-        unsafe { b.launch(Self::cfg(1, FREQ_THREADS, 0)) }.map_err(dev_err("router_freq launch"))?;
-        Ok(())
-    }
-
     /// Waits for the forward and copies its outputs back.
     pub fn read_forward(&self) -> Result<RouterForward<f32>, SubjectError> {
         self.require_forward("read_forward")?;
@@ -419,15 +396,6 @@ impl DeviceRouterCase {
         Ok(RouterBackward { grad })
     }
 
-    /// Waits for router_freq and copies f back (E values).
-    pub fn read_frequencies(&self) -> Result<Vec<f32>, SubjectError> {
-        self.dev.finish("router_freq")?;
-        self.check_guards()?;
-        let freq = self.freq.read(&self.dev.stream)?;
-        self.dev.finish("read-back")?;
-        Ok(freq)
-    }
-
     /// Every buffer's guard zones, inputs included (a kernel must not write
     /// its inputs either).
     fn check_guards(&self) -> Result<(), SubjectError> {
@@ -441,8 +409,7 @@ impl DeviceRouterCase {
         self.map.check(s)?;
         self.counts.check(s)?;
         self.scores.check(s)?;
-        self.grad.check(s)?;
-        self.freq.check(s)
+        self.grad.check(s)
     }
 }
 
@@ -475,7 +442,6 @@ mod tests {
         for v in LANE_WIDTHS {
             assert!(source().contains(&format!("\nBP_ROUTER_INSTANTIATE({v}, ")), "V = {v} not instantiated");
         }
-        assert!(source().contains("__launch_bounds__(1024)\n    router_freq("));
     }
 
     /// The kernels' group of expert e, (e * ceil(2^20 / gs)) >> 20, is
