@@ -66,6 +66,13 @@ pub(super) fn run(
         if ops.is_empty() {
             break;
         }
+        if staged.campaign_limit.is_some_and(|l| l.is_zero()) {
+            eprintln!(
+                "{tool} not run: --campaign-seconds ran out before the sanitizer stage (its survivors stay survivors; \
+                 give the campaign time for it)"
+            );
+            break;
+        }
         // The baseline: the unmutated kernels of each op, under this tool.
         let baseline: Vec<Job> = ops
             .iter()
@@ -90,9 +97,15 @@ pub(super) fn run(
                 Some((Outcome::Killed { message, .. }, _)) => Some(format!("{}: {message}", j.op)),
                 Some((Outcome::Survived { .. }, _)) => None,
                 Some((o, _)) => Some(format!("{}: {}", j.op, o.label())),
-                None => Some(format!("{}: not run", j.op)),
+                None => None,
             })
             .collect();
+        if base.iter().any(Option::is_none) {
+            // Not a verdict on the tool: the campaign's time ran out while
+            // the baseline waited for a child slot.
+            eprintln!("{tool} not run: --campaign-seconds ran out before its baseline on the original kernels ran");
+            break;
+        }
         if !dirty.is_empty() {
             eprintln!("{tool} is not used: it does not pass the original kernels ({})", dirty.join("; "));
             continue;
