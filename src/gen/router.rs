@@ -437,14 +437,14 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
         return s;
     }
     // One shape in seven: groups of one warp's width (32 experts), the
-    // kernels' fwd_grouped32 path, E = 64 (two values a lane) to 256, and to
+    // kernels' fwd_grouped32 path, E = 32 (one group, V = 1) to 256, and to
     // 1024 (the kernels' widest lane count) where max_e allows it; a random
     // E rarely has 32 as its group size. G = V (a power of two) and G < V
     // (3, 5, 6, 7, ...: E = 96 runs at V = 4) take different branches of
     // that path, so both are drawn.
-    if 32 * 2 <= max_e && rng.random_range(0..7) == 0 {
+    if 32 <= max_e && rng.random_range(0..7) == 0 {
         let groups: &[usize] =
-            if max_e >= 32 * 32 { &[2, 3, 4, 5, 6, 7, 8, 12, 16, 23, 32] } else { &[2, 3, 4, 5, 6, 7, 8] };
+            if max_e >= 32 * 32 { &[1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 23, 32] } else { &[1, 2, 3, 4, 5, 6, 7, 8] };
         let g = pick(rng, groups).min(max_e / 32);
         let l = rng.random_range(1..=g);
         let k = if rng.random_bool(0.5) { rng.random_range(1..=2 * l) } else { rng.random_range(1..=32 * l) };
@@ -1262,7 +1262,7 @@ mod tests {
         for _ in 0..3000 {
             let (e, g, l, k) = generate_shape(&mut rng, &cfg);
             assert!(e % g == 0 && e / g >= 2 && (1..=g).contains(&l) && (1..=l * e / g).contains(&k));
-            if g >= 2 && e == 32 * g {
+            if e == 32 * g {
                 es.insert(e);
                 if k <= 2 * l {
                     grouped32 += 1;
@@ -1275,7 +1275,7 @@ mod tests {
             }
         }
         assert!(grouped32 >= 50 && general >= 50 && below_v >= 25, "{grouped32} {below_v} {general}");
-        assert!([64, 96, 128, 160, 192, 224, 256].iter().all(|e| es.contains(e)), "{es:?}");
+        assert!([32, 64, 96, 128, 160, 192, 224, 256].iter().all(|e| es.contains(e)), "{es:?}");
     }
 
     #[test]
