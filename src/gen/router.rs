@@ -44,10 +44,6 @@ pub enum Class {
     TinyT,
     /// T = n-1, n or n+1 for a power of two n >= 4 or a chunk size (32, 64, 128).
     TEdge,
-    /// T > 4096 (tier B's reference shapes): more tokens than one wave of
-    /// the kernels' grid holds at E >= 64, so each warp takes several in
-    /// turn (the token loop's prefetch and its barriers between tokens).
-    LongT,
     /// E = 256, G = 8, L = 4, k = 8 (DeepSeek-V3).
     V3Shape,
     /// E = 160, G = 8, L = 3, k = 6 (DeepSeek-V2).
@@ -148,10 +144,9 @@ pub enum Class {
 }
 
 impl Class {
-    pub const ALL: [Class; 49] = [
+    pub const ALL: [Class; 48] = [
         Class::TinyT,
         Class::TEdge,
-        Class::LongT,
         Class::V3Shape,
         Class::V2Shape,
         Class::V2LiteShape,
@@ -481,17 +476,16 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
 
 /// E of tier B's reference shapes: the kernels' widest (32 lanes x 32).
 const MAX_REFERENCE_E: usize = 1024;
-/// Tier A's T stays at or below it (`BITPARITY_MAX_TE` allows more).
-const LONG_T: usize = 4096;
 /// Most elements of a reference-shape case: 16384 tokens of DeepSeek-V3's
 /// 256 experts.
 const REFERENCE_MAX_TE: usize = 1 << 22;
 
 fn generate_t<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, e: usize) -> usize {
     // Tier B's reference shapes (`GenConfig::shapes`), one case in three: T
-    // up to 2^22 / E, past the one wave of blocks the kernels launch (132
-    // SMs x at most 6 blocks x 8 warps = 6336 tokens at E <= 32, 1056 at
-    // E = 1024), so that the grid-stride token loop runs more than once.
+    // from 2^20 / E to 2^22 / E, past the one wave of blocks the kernels
+    // launch on the H200 (132 SMs x at most 6 blocks x 8 warps = 6336 tokens
+    // at E <= 64, 1056 at E = 1024), so that most warps take several tokens
+    // in turn (the token loop's prefetch, its barriers between tokens).
     if cfg.shapes != Shapes::Small && rng.random_range(0..3) == 0 {
         let cap = REFERENCE_MAX_TE / e;
         return rng.random_range(cap / 4..=cap).max(1);
@@ -741,7 +735,8 @@ fn generate_gw<R: Rng + ?Sized>(rng: &mut R, n: usize) -> Vec<f32> {
 
 /// One adversarial case, from any RNG (proptest's, or a fuzzer's bytes
 /// through proptest's pass-through RNG). T x E stays within `cfg.max_te`
-/// (E within `cfg.max_e`) wherever E >= 2 allows.
+/// (E within `cfg.max_e`) wherever E >= 2 allows; tier B's reference shapes
+/// (`cfg.shapes`) go past them: E up to 1024, T x E up to 2^22.
 pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> RouterCase {
     // Tier B's reference shapes reach the kernels' widest E whatever tier
     // A's knob says.
@@ -810,7 +805,6 @@ pub fn classify(case: &RouterCase) -> BTreeSet<Class> {
     };
     add(t <= 3, Class::TinyT);
     add(edge_t(usize::MAX).contains(&t) && t > 3, Class::TEdge);
-    add(t > LONG_T, Class::LongT);
     add((e, g, l, k) == V3, Class::V3Shape);
     add((e, g, l, k) == V2, Class::V2Shape);
     add((e, g, l, k) == V2_LITE, Class::V2LiteShape);
@@ -1375,7 +1369,7 @@ mod tests {
             let c = generate(&mut rng, &reference);
             assert_eq!(c.validate(), Ok(()), "T={} E={}", c.t, c.e);
             assert!(c.t * c.e <= REFERENCE_MAX_TE && c.e <= MAX_REFERENCE_E, "{} x {}", c.t, c.e);
-            long += usize::from(classify(&c).contains(&Class::LongT));
+            long += usize::from(c.t > 4096);
             widest_e = widest_e.max(c.e);
         }
         assert!(long >= 10 && widest_e > 257, "{long} long cases, widest E {widest_e}");
@@ -1425,8 +1419,7 @@ mod tests {
         for class in Class::ALL {
             println!("{:>6}  {class}", counts.get(&class).copied().unwrap_or(0));
         }
-        // long-t is tier B's (generated_cases_are_valid reaches it).
-        let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c) && **c != Class::LongT).collect();
+        let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c)).collect();
         assert!(missing.is_empty(), "never generated: {missing:?}");
     }
 

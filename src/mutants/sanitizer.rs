@@ -68,8 +68,8 @@ pub(super) fn run(
         }
         if staged.campaign_limit.is_some_and(|l| l.is_zero()) {
             eprintln!(
-                "{tool} not run: --campaign-seconds ran out before the sanitizer stage (its survivors stay survivors; \
-                 give the campaign time for it)"
+                "{tool} and any tool after it not run: --campaign-seconds ran out before the sanitizer stage (its \
+                 survivors stay survivors; give the campaign time for it)"
             );
             break;
         }
@@ -95,15 +95,17 @@ pub(super) fn run(
             .zip(&base)
             .filter_map(|(j, o)| match o {
                 Some((Outcome::Killed { message, .. }, _)) => Some(format!("{}: {message}", j.op)),
-                Some((Outcome::Survived { .. }, _)) => None,
+                Some((Outcome::Survived { .. }, _)) | None => None,
                 Some((o, _)) => Some(format!("{}: {}", j.op, o.label())),
-                None => None,
             })
             .collect();
         if base.iter().any(Option::is_none) {
             // Not a verdict on the tool: the campaign's time ran out while
             // the baseline waited for a child slot.
-            eprintln!("{tool} not run: --campaign-seconds ran out before its baseline on the original kernels ran");
+            eprintln!(
+                "{tool} and any tool after it not run: --campaign-seconds ran out before its baseline on the original \
+                 kernels ran"
+            );
             break;
         }
         if !dirty.is_empty() {
