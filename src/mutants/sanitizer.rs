@@ -66,13 +66,6 @@ pub(super) fn run(
         if ops.is_empty() {
             break;
         }
-        if staged.campaign_limit.is_some_and(|l| l.is_zero()) {
-            eprintln!(
-                "{tool} and any tool after it not run: --campaign-seconds ran out before the sanitizer stage (its \
-                 survivors stay survivors; give the campaign time for it)"
-            );
-            break;
-        }
         // The baseline: the unmutated kernels of each op, under this tool.
         let baseline: Vec<Job> = ops
             .iter()
@@ -100,11 +93,11 @@ pub(super) fn run(
             })
             .collect();
         if base.iter().any(Option::is_none) {
-            // Not a verdict on the tool: the campaign's time ran out while
-            // the baseline waited for a child slot.
+            // Not a verdict on the tool: the campaign's time ran out before
+            // (or while) the baseline could start.
             eprintln!(
                 "{tool} and any tool after it not run: --campaign-seconds ran out before its baseline on the original \
-                 kernels ran"
+                 kernels ran (the survivors stay survivors; give the campaign time for the stage)"
             );
             break;
         }
