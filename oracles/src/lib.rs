@@ -3,6 +3,7 @@
 //! - [`case`]: each op's typed input, its validation and its outputs.
 //! - [`order`] and [`profile`]: numeric profiles as data (reduction orders).
 //! - [`bf16`]: rounding to bf16, a discrete decision of the profile.
+//! - [`mma`]: the tensor core's MMA step, bit for bit (the H100's model).
 //! - [`any_order`]: the value type that bounds every admissible evaluation
 //!   of a subject that claims no profile (any order of every sum).
 //! - [`padding`]: the padding rule a subject claims (`skip`, bitparity's;
@@ -19,6 +20,7 @@ pub mod any_order;
 pub mod bf16;
 pub mod case;
 pub mod expf;
+pub mod mma;
 pub mod mpfr;
 pub mod num;
 pub mod op;

@@ -1,8 +1,10 @@
-//! Adversarial generators, one file per op (SPEC section 7), and what they
+//! Adversarial generators, one file per op (SPEC section 7; `mma`: the
+//! inputs that check the tensor core's MMA model), and what they
 //! share: the size limits of a generated case and the fuzzer's bytes as an
 //! RNG.
 
 pub mod common;
+pub mod mma;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;

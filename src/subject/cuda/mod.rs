@@ -21,6 +21,7 @@ pub mod cublaslt;
 pub mod device;
 pub mod expf;
 pub mod guard;
+pub mod mma;
 pub mod nvrtc;
 pub mod router;
 pub mod seqwise_loss;
@@ -50,15 +51,19 @@ pub enum KernelId {
     SharedExpertCublas,
     /// The exhaustive check of `bp::exp_cr` (`bitparity-expf-check`).
     ExpfCheck,
+    /// The tensor core's MMA step, checked against its model
+    /// (`bitparity-mma-check`).
+    MmaCheck,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 5] = [
+    pub const ALL: [KernelId; 6] = [
         KernelId::SeqwiseLoss,
         KernelId::Router,
         KernelId::SharedExpert,
         KernelId::SharedExpertCublas,
         KernelId::ExpfCheck,
+        KernelId::MmaCheck,
     ];
 
     pub fn source(self) -> KernelSource {
@@ -77,19 +82,22 @@ impl KernelId {
             KernelId::ExpfCheck => {
                 KernelSource { name: "expf_check.cu", text: include_str!("../../../kernels/expf_check.cu") }
             }
+            KernelId::MmaCheck => {
+                KernelSource { name: "mma_check.cu", text: include_str!("../../../kernels/mma_check.cu") }
+            }
         }
     }
 
     /// The op whose CUDA subject this kernel is, the one `bitparity mutants`
-    /// hunts its mutants with: none for the exp check (judged by its own
-    /// check) and for the cuBLAS subject's epilogues (a vendor library's
-    /// subject, not a kernel under test).
+    /// hunts its mutants with: none for the exp and MMA checks (each judged
+    /// by its own check) and for the cuBLAS subject's epilogues (a vendor
+    /// library's subject, not a kernel under test).
     pub fn op(self) -> Option<&'static str> {
         match self {
             KernelId::SeqwiseLoss => Some("seqwise_loss"),
             KernelId::Router => Some("router"),
             KernelId::SharedExpert => Some("shared_expert"),
-            KernelId::SharedExpertCublas | KernelId::ExpfCheck => None,
+            KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
         }
     }
 
