@@ -321,6 +321,39 @@ mod tests {
         assert!((s.x as f64 - exact).abs() <= s.err);
     }
 
+    /// The bound of a quotient must cover every dividend and divisor in
+    /// the operands' intervals: the worst of the four corners, |x' / y' -
+    /// z| with x' = x +- ex and y' = y +- ey, in exact rationals. A divisor
+    /// known to half its value (y = 11 +- 5.5) makes the true quotient up to
+    /// twice z; 13/11 rounds down in f32 (by 4.6e-8 of itself, found by
+    /// trying small quotients), so the bound needs its (1 + u) on |z|.
+    #[test]
+    fn bounded_div_covers_the_worst_corner_of_its_operands() {
+        use rug::Rational;
+        let cases = [
+            (13.0f32, 0.0, 11.0f32, 5.5),
+            (13.0, 2f64.powi(-30), 11.0, 5.5),
+            (10.0, 0.0, 37.0, 18.5),
+            (-3.0, 0.0, 7.0, 1.0),
+            (1.0, 0.0, 3.0, 1.0),
+        ];
+        for (x, ex, y, ey) in cases {
+            let q = Bounded { x, err: ex }.div(&Bounded { x: y, err: ey });
+            assert_eq!(q.x, x / y);
+            let z = Rational::from_f32(q.x).expect("finite");
+            let worst = [(ex, ey), (ex, -ey), (-ex, ey), (-ex, -ey)]
+                .iter()
+                .map(|&(dx, dy)| {
+                    let xs = Rational::from_f64(x as f64).expect("finite") + Rational::from_f64(dx).expect("finite");
+                    let ys = Rational::from_f64(y as f64).expect("finite") + Rational::from_f64(dy).expect("finite");
+                    (xs / ys - &z).abs()
+                })
+                .max()
+                .expect("four corners");
+            assert!(Rational::from_f64(q.err).expect("finite") >= worst, "{x}/{y}: {} < {}", q.err, worst.to_f64());
+        }
+    }
+
     #[test]
     fn bounded_div_by_uncertain_zero_is_unbounded() {
         let y = Bounded { x: 1e-30, err: 1e-29 };

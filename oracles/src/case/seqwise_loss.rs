@@ -246,6 +246,18 @@ mod tests {
         SeqwiseCase::dense(2, 3, vec![0.5; 6], Objective::UnbiasedTopK { k: 2 })
     }
 
+    /// The clamp tie rules' names are what corpus entries, the wire and
+    /// `bitparity.toml` say (written out here), and each is found again.
+    #[test]
+    fn the_clamp_tie_rules_are_named_as_stored() {
+        assert_eq!(ClampTie::Strict.name(), "strict");
+        assert_eq!(ClampTie::Inclusive.name(), "inclusive");
+        for t in [ClampTie::Strict, ClampTie::Inclusive] {
+            assert_eq!(ClampTie::by_name(t.name()), Some(t));
+        }
+        assert_eq!(ClampTie::by_name("xyzzy"), None);
+    }
+
     #[test]
     fn validation_catches_every_rule() {
         assert_eq!(case().validate(), Ok(()));

@@ -133,6 +133,15 @@ mod tests {
         Iv { lo: Float::with_val(FD_PREC, lo), hi: Float::with_val(FD_PREC, hi) }
     }
 
+    /// One NaN end is enough to make an interval no enclosure.
+    #[test]
+    fn an_interval_with_a_nan_end_is_nan() {
+        assert!(iv(f32::NAN, 1.0).is_nan());
+        assert!(iv(1.0, f32::NAN).is_nan());
+        assert!(Iv::nan().is_nan());
+        assert!(!iv(1.0, 2.0).is_nan());
+    }
+
     #[test]
     fn a_divisor_must_exclude_zero_its_ends_included() {
         // 1 / [0, 2] and 1 / [-2, 0] have no enclosure (the quotient is

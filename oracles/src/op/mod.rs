@@ -287,6 +287,33 @@ mod profile_name_tests {
         assert_eq!(SeqwiseLoss::any_order_profile().name(), "any-order");
         assert_eq!(Router::any_order_profile().name(), "any-order");
     }
+
+    /// Through the trait, as the generic layer calls it: a profile with a
+    /// chunk of size 0 is refused, whichever op and whichever of its sums.
+    #[test]
+    fn every_op_refuses_a_profile_with_an_empty_chunk_through_the_trait() {
+        use crate::order::ReductionOrder::{self, Serial};
+        use crate::profile::shared_expert::SharedExpertProfile;
+        use crate::profile::{router::RouterProfile, seqwise_loss::SeqwiseProfile};
+        fn checked<P: Profile>(p: &P) -> Result<(), String> {
+            p.validate()
+        }
+        let empty = || ReductionOrder::chunked(0, Serial, Serial);
+        for o in SeqwiseLoss::profiles().iter().chain([&SeqwiseLoss::any_order_profile()]) {
+            assert_eq!(checked(o), Ok(()), "{}", o.name);
+        }
+        let mut p = SeqwiseProfile::gpu();
+        p.q = empty();
+        assert!(checked(&p).is_err());
+        let mut r = RouterProfile::serial();
+        assert_eq!(checked(&r), Ok(()));
+        r.loss.row = empty();
+        assert!(checked(&r).is_err());
+        let mut e = SharedExpertProfile::serial();
+        assert_eq!(checked(&e), Ok(()));
+        e.dx = empty();
+        assert!(checked(&e).is_err());
+    }
 }
 
 #[cfg(test)]
