@@ -490,6 +490,42 @@ mod tests {
     use super::*;
     use crate::order::ReductionOrder;
 
+    /// Two values whose admissible ranges overlap compare ambiguously (a
+    /// subject may order them either way); apart, or fixed, they do not.
+    /// 1 and 1 + 2^-23, each known to 2^-20: their difference -2^-23 lies
+    /// within the 2^-19 the two spreads allow on either side of 0.
+    #[test]
+    fn overlapping_values_compare_ambiguously_and_apart_ones_do_not() {
+        let near =
+            (AnyOrder::finish(1.0, 0.0, 2f64.powi(-20)), AnyOrder::finish(1.0 + 2f32.powi(-23), 0.0, 2f64.powi(-20)));
+        let (order, n) = count_ambiguous(|| near.0.cmp_num(&near.1));
+        assert_eq!((order, n), (Some(Ordering::Less), 1));
+        // And the other way round: a difference of +2^-23 with 2^-19 of room.
+        assert_eq!(count_ambiguous(|| near.1.cmp_num(&near.0)), (Some(Ordering::Greater), 1));
+        let apart = (AnyOrder::finish(1.0, 0.0, 2f64.powi(-20)), AnyOrder::finish(2.0, 0.0, 2f64.powi(-20)));
+        assert_eq!(count_ambiguous(|| apart.0.cmp_num(&apart.1)), (Some(Ordering::Less), 0));
+        let fixed = (AnyOrder::input(1.0), AnyOrder::input(1.0 + 2f32.powi(-23)));
+        assert_eq!(count_ambiguous(|| fixed.1.cmp_num(&fixed.0)), (Some(Ordering::Greater), 0));
+    }
+
+    /// The bound the judging reads (the `Bounds` trait) is the value's own
+    /// error bound: 0 for an input, and for a sum one that covers the exact
+    /// value's distance without being vacuous (1 + 2^-30 + 2^-30 in any
+    /// order is within 3 u of its terms' magnitudes).
+    #[test]
+    fn the_bound_is_the_values_error_bound() {
+        fn bound_of<B: Bounds>(b: &B) -> f64 {
+            b.bound()
+        }
+        assert_eq!(bound_of(&AnyOrder::input(1.5)), 0.0);
+        let tiny = 2f32.powi(-30);
+        let s = AnyOrder::sum_any_order(&[AnyOrder::input(1.0), AnyOrder::input(tiny), AnyOrder::input(tiny)]);
+        let exact = 1.0 + 2.0 * tiny as f64;
+        let b = bound_of(&s);
+        assert!(b >= (s.x as f64 - exact).abs() && b > 0.0, "{b}");
+        assert!(b <= 3.0 * U_F32 * exact, "{b}");
+    }
+
     #[test]
     fn gamma_is_rounded_up_and_ends_at_one_over_u() {
         assert_eq!(gamma(0), 0.0);

@@ -354,6 +354,16 @@ mod tests {
         }
     }
 
+    /// A bounded value's f32 is the profile's own value x, whatever its
+    /// bound (what a bf16 decision reads when the rounding is uncertain).
+    #[test]
+    fn a_bounded_values_f32_is_its_own_value() {
+        let third = Bounded::input(1.0).div(&Bounded::input(3.0));
+        assert!(third.err > 0.0);
+        assert_eq!(third.to_f32(), 1.0f32 / 3.0);
+        assert_eq!(Bounded::input(-2.5).to_f32(), -2.5);
+    }
+
     #[test]
     fn bounded_div_by_uncertain_zero_is_unbounded() {
         let y = Bounded { x: 1e-30, err: 1e-29 };

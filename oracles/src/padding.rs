@@ -71,3 +71,22 @@ impl fmt::Display for PaddingRule {
 pub fn masked<N: Num>(x: &N) -> N {
     x.mul(&N::zero())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rules' names are what `bitparity.toml`, the handshake and the
+    /// reports say (written out here), and each is found again.
+    #[test]
+    fn the_rules_are_named_as_configured() {
+        assert_eq!(PaddingRule::Skip.name(), "skip");
+        assert_eq!(PaddingRule::Mask.name(), "mask");
+        assert_eq!(PaddingRule::Mask.to_string(), "mask");
+        for r in PaddingRule::ALL {
+            assert_eq!(PaddingRule::by_name(r.name()), Some(r));
+        }
+        assert_eq!(PaddingRule::by_name("xyzzy"), None);
+        assert!(PaddingRule::Skip.is_skip() && !PaddingRule::Mask.is_skip());
+    }
+}

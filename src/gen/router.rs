@@ -141,10 +141,14 @@ pub enum Class {
     GTiny,
     /// The fused loss's |g| > 2^100.
     GHuge,
+    /// A freshly initialised router: T >= 2 valid rows, every logit of every
+    /// valid row the same value (a zero-initialised gate gives 0), so every
+    /// row is a tie of all its experts, row after row.
+    FlatRouter,
 }
 
 impl Class {
-    pub const ALL: [Class; 48] = [
+    pub const ALL: [Class; 49] = [
         Class::TinyT,
         Class::TEdge,
         Class::V3Shape,
@@ -193,6 +197,7 @@ impl Class {
         Class::GUnit,
         Class::GTiny,
         Class::GHuge,
+        Class::FlatRouter,
     ];
 }
 
@@ -441,8 +446,17 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> (usize, usiz
         let groups: &[usize] =
             if max_e >= 32 * 32 { &[1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 23, 32] } else { &[1, 2, 3, 4, 5, 6, 7, 8] };
         let g = pick(rng, groups).min(max_e / 32);
-        let l = rng.random_range(1..=g);
-        let k = if rng.random_bool(0.5) { rng.random_range(1..=2 * l) } else { rng.random_range(1..=32 * l) };
+        // Every group kept, and one expert chosen, each often: the widest
+        // case (E = 1024, G = L = 32, k = 1) is the lanes' last reduction.
+        let l = match rng.random_range(0..3) {
+            0 => g,
+            _ => rng.random_range(1..=g),
+        };
+        let k = match rng.random_range(0..4) {
+            0 => 1,
+            1 => rng.random_range(1..=2 * l),
+            _ => rng.random_range(1..=32 * l),
+        };
         return (32 * g, g, l, k);
     }
     let (mut g, mut gs) = if rng.random_bool(0.6) {
@@ -701,6 +715,11 @@ fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, r: Routing, bias: &
                 }
             }
         }
+        RowKind::NonFinite if rng.random_range(0..3) == 0 => {
+            // Two NaNs at the end of one group: equal keys at its top.
+            let end = (rng.random_range(0..r.groups) + 1) * gs;
+            x[end - 2..end].fill(f32::NAN);
+        }
         RowKind::NonFinite => {
             for _ in 0..rng.random_range(1..=2) {
                 let i = rng.random_range(0..e);
@@ -787,6 +806,17 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> RouterCase {
     } else {
         None
     };
+    // One case in sixteen is a freshly initialised router (Class::FlatRouter):
+    // every valid row's logits one value. Drawn last, so that the other
+    // cases of a seed stay what they were.
+    if rng.random_range(0..16) == 0 {
+        let v = pick(rng, &[0.0, 0.0, 1.0, -2.0]);
+        for (r, row) in logits.chunks_mut(e).enumerate() {
+            if !padding.as_ref().is_some_and(|p| p[r]) {
+                row.fill(v);
+            }
+        }
+    }
     RouterCase { t, e, layout, logits, bias, groups, topk_groups: l, k, route_scale, route_norm, padding, gw, loss }
 }
 
@@ -840,6 +870,11 @@ pub fn classify(case: &RouterCase) -> BTreeSet<Class> {
     let n_pad = padding.iter().filter(|&&p| p).count();
     add(n_pad == t, Class::AllPadding);
     add(n_pad > 0 && n_pad < t, Class::PartialPadding);
+    let valid: Vec<&[f32]> = (0..t).filter(|&r| !padding[r]).map(|r| case.row(r)).collect();
+    add(
+        valid.len() >= 2 && valid.iter().all(|row| row.iter().all(|x| x.to_bits() == valid[0][0].to_bits())),
+        Class::FlatRouter,
+    );
     let biased = case.bias.iter().any(|&b| b != 0.0);
     let profiles = RouterProfile::all();
     // Padding rows are routed too: the selection classes read every row.
@@ -1270,6 +1305,41 @@ mod tests {
         }
         assert!(grouped32 >= 50 && general >= 50 && below_v >= 25, "{grouped32} {below_v} {general}");
         assert!([32, 64, 96, 128, 160, 192, 224, 256].iter().all(|e| es.contains(e)), "{es:?}");
+    }
+
+    /// The widest warp-group shape with every group kept and one expert
+    /// chosen (the lanes' last reduction over 32 groups) is drawn, not only
+    /// possible.
+    #[test]
+    fn the_widest_all_groups_kept_shape_is_drawn() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let cfg = GenConfig { max_e: 1024, ..GenConfig::default() };
+        let hits = (0..20_000).filter(|_| generate_shape(&mut rng, &cfg) == (1024, 32, 32, 1)).count();
+        assert!(hits >= 5, "{hits}");
+    }
+
+    /// A freshly initialised router (every valid row's logits one value) is
+    /// a class of its own, drawn at many T, E = 32 included.
+    #[test]
+    fn flat_routers_are_drawn_and_classified() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let cfg = GenConfig::default();
+        let (mut flat, mut long, mut e32) = (0, 0, 0);
+        for _ in 0..3000 {
+            let case = generate(&mut rng, &cfg);
+            if classify(&case).contains(&Class::FlatRouter) {
+                flat += 1;
+                long += usize::from(case.t >= 16);
+                e32 += usize::from(case.e == 32);
+            }
+        }
+        assert!(flat >= 100 && long >= 20 && e32 >= 2, "{flat} {long} {e32}");
+        // A case whose valid rows differ somewhere is not flat.
+        let mut c = hand_case();
+        c.logits.fill(0.0);
+        assert!(classify(&c).contains(&Class::FlatRouter));
+        c.logits[c.e] = 1.0;
+        assert!(!classify(&c).contains(&Class::FlatRouter));
     }
 
     #[test]

@@ -603,6 +603,17 @@ pub fn judge(computed: f32, bound: f64, exact: &Exact) -> Verdict {
 mod tests {
     use super::*;
 
+    /// The verdict's ratio is |computed - exact| / bound: 0 only for a
+    /// computed value equal to the exact one (1 + 2^-23 against 1 with a
+    /// bound of 2^-22 is half the bound; 1 against 1 is 0).
+    #[test]
+    fn the_ratio_is_the_distance_over_the_bound() {
+        let one = Exact::input(1.0);
+        assert_eq!(judge(1.0 + 2f32.powi(-23), 2f64.powi(-22), &one), Verdict::Within { ratio: 0.5 });
+        assert_eq!(judge(1.0, 2f64.powi(-22), &one), Verdict::Within { ratio: 0.0 });
+        assert_eq!(judge(1.0 + 2f32.powi(-21), 2f64.powi(-22), &one), Verdict::Outside { ratio: 2.0 });
+    }
+
     #[test]
     fn an_exact_values_f32_is_its_correct_rounding() {
         // Num::to_f32 on Exact: an input comes back as itself (signed zeros,
