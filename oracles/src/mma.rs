@@ -263,6 +263,48 @@ mod tests {
         MmaModel { frac_bits, ..H100_BF16 }
     }
 
+    /// Each neighbour changes one rule of the H100 model, is named for it
+    /// (the names reports print, written out here), and a hand vector of
+    /// the tests below tells it from the model.
+    #[test]
+    fn every_neighbour_changes_one_rule_and_a_hand_vector_tells_it_apart() {
+        let names: Vec<&str> = ALTERNATIVES.iter().map(|m| m.name).collect();
+        assert_eq!(
+            names,
+            ["frac-23 (V100)", "frac-24 (A100)", "frac-26", "renormalised products", "round-to-nearest output"]
+        );
+        assert_eq!(H100_BF16.name, "h100-bf16");
+        let rules = |m: &MmaModel| {
+            [m.frac_bits != 25, !m.raw_product_exponent, m.rounding != OutRounding::TowardZero]
+                .iter()
+                .filter(|&&d| d)
+                .count()
+        };
+        // (a, b, c) from the tests below: the 25th and 26th fraction bits,
+        // the raw exponent of 1.5 * 1.5, a negative sum between two f32.
+        let mut raw_a = vec![p(-25); 16];
+        raw_a[0] = 1.5;
+        let mut raw_b = vec![1.0; 16];
+        raw_b[0] = 1.5;
+        let vectors: Vec<(Vec<f32>, Vec<f32>, f32)> = vec![
+            (vec![p(-25); 4], vec![1.0; 4], 1.0),
+            (vec![p(-26); 8], vec![1.0; 8], 1.0),
+            (raw_a, raw_b, 0.0),
+            (vec![1.5 * p(-24)], vec![-1.0], -1.0),
+        ];
+        for alt in &ALTERNATIVES {
+            assert_eq!(rules(alt), 1, "{}", alt.name);
+            assert!(
+                vectors
+                    .iter()
+                    .any(|(a, b, c)| alt.dot_add(a, b, *c).to_bits() != H100_BF16.dot_add(a, b, *c).to_bits()),
+                "{} is not told apart",
+                alt.name
+            );
+        }
+        assert_eq!(rules(&H100_BF16), 0);
+    }
+
     #[test]
     fn products_of_ones_sum_exactly() {
         assert_eq!(H100_BF16.dot_add(&[1.0; 16], &[1.0; 16], 0.0), 16.0);

@@ -460,6 +460,21 @@ mod tests {
         }
     }
 
+    /// A significand of all ones past bit 53 rounds up into the next binade:
+    /// 2^k (1 - 2^-60) is bounded above by 2^k, not by 2^(k-1).
+    #[test]
+    fn rounding_up_carries_into_the_next_power_of_two() {
+        for prec in [64u32, 128] {
+            for k in [-3i32, 0, 7] {
+                let mut v = Float::with_val(prec, 1) - Float::with_val(prec, 2f64.powi(-60));
+                v <<= k;
+                let up = Bound::abs_up(&v).to_float();
+                assert_eq!(up, Float::with_val(53, 2f64.powi(k)), "2^{k} (1 - 2^-60) at {prec} bits");
+                assert_eq!(up, Float::with_val_round(53, &v, Round::Up).0);
+            }
+        }
+    }
+
     #[test]
     fn the_range_is_clamped_in_the_safe_direction() {
         assert_eq!(Bound::pow2(EXP_MAX), Bound::INFINITY);

@@ -211,6 +211,18 @@ pub fn gradient_entries(case: &SeqwiseCase, max: usize) -> Vec<(usize, usize)> {
 mod tests {
     use super::*;
 
+    /// |d_t| = |sum of s + 1e-20| for the loss's own map, max(sum |s|,
+    /// eps) for a provided one (SPEC section 3), exactly: the signs of the
+    /// scores count in the first and not in the second.
+    #[test]
+    fn row_denominators_follow_the_spec() {
+        let f = |v: f32| Float::with_val(FD_PREC, v);
+        assert_eq!(row_denominator(&[1.0, 2.0], false), f(3.0) + f(EPS2));
+        assert_eq!(row_denominator(&[-1.0, -2.0], false), f(3.0) - f(EPS2));
+        assert_eq!(row_denominator(&[-1.0, 2.0], true), f(3.0));
+        assert_eq!(row_denominator(&[0.0, 0.0], true), f(EPS));
+    }
+
     #[test]
     fn the_criterion_allows_twice_the_spread_and_no_more() {
         // d1 = 1, d2 = 1.125: |D1 - D2| = 1/8, so A may be 1/4 from d2.
