@@ -139,7 +139,8 @@ fn router_in_other_orders_passes() {
 #[test]
 fn shared_expert_split_k_and_fma_pass() {
     let split = |k| ReductionOrder::chunked(k, Serial, Butterfly);
-    let p = SharedExpertProfile { name: "split".into(), z: split(3), y: split(2), dh: Butterfly, dx: split(5) };
+    let p =
+        SharedExpertProfile { name: "split".into(), z: split(3), y: split(2), dh: Butterfly, dx: split(5), mma: None };
     let subjects: Vec<SubjectRef<SharedExpert>> =
         vec![other_order(p), hide(planted("fma")), hide(planted("split-k")), hide(planted("small-t-split-k"))];
     all_pass(&subjects, 200);

@@ -80,6 +80,11 @@ pub const ALTERNATIVES: [MmaModel; 5] = [
     MmaModel { name: "round-to-nearest output", rounding: OutRounding::NearestEven, ..H100_BF16 },
 ];
 
+/// A model by its name: the H100's or one of its neighbours.
+pub fn by_name(name: &str) -> Option<MmaModel> {
+    std::iter::once(H100_BF16).chain(ALTERNATIVES).find(|m| m.name == name)
+}
+
 /// The NaN the models give (MMA-Sim's reading of the hardware).
 pub const NAN_BITS: u32 = 0x7fff_ffff;
 

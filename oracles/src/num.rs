@@ -55,6 +55,19 @@ pub trait Num: Clone + std::fmt::Debug {
         }
         acc
     }
+    /// `sum over i of a[i] * b[i]` as the tensor core's MMA steps compute it
+    /// on `model` ([`crate::mma::MmaModel::dot_chain`] from +0). The default
+    /// is the serial sum of the products: the exact value for the exact
+    /// types (the real number does not depend on the model). `f32` runs the
+    /// model; [`Bounded`] runs it with a rigorous bound.
+    fn dot_mma(model: &crate::mma::MmaModel, a: &[Self], b: &[f32]) -> Self {
+        let _ = model;
+        let mut acc = Self::zero();
+        for (x, &y) in a.iter().zip(b) {
+            acc = acc.add(&x.mul(&Self::input(y)));
+        }
+        acc
+    }
 }
 
 /// A value type that carries, beside one f32 value, a rigorous bound on the
@@ -108,6 +121,9 @@ impl Num for f32 {
     fn round_bf16(&self) -> Rounding<Self> {
         let r = crate::bf16::round_f32(*self);
         Rounding { decision: Some(r), certain: false, value: r }
+    }
+    fn dot_mma(model: &crate::mma::MmaModel, a: &[Self], b: &[f32]) -> Self {
+        model.dot_chain(a, b, 0.0)
     }
 }
 
@@ -305,6 +321,42 @@ impl Num for Bounded {
         };
         Rounding { decision: Some(r), certain, value: Bounded { x: r, err: Self::finite_or_inf(r, err) } }
     }
+    /// The model's value, and a bound that holds for it: the inputs' own
+    /// errors times |b|, and for each step (n nonzero terms, c included)
+    /// the alignment, n quanta of 2^(e - frac_bits) with e the largest raw
+    /// exponent among the terms (a subnormal counts as 2^-126, a product as
+    /// the sum of its factors' exponents: never below the exponent the model
+    /// aligns by), plus the output's rounding, below one ulp of the aligned
+    /// sum: at most 2^-23 (1 + 2^-22) |d| + 2^-149 (|aligned| - |d| < ulp
+    /// <= 2^-23 |aligned| under truncation; half that to nearest).
+    fn dot_mma(model: &crate::mma::MmaModel, a: &[Self], b: &[f32]) -> Self {
+        let xs: Vec<f32> = a.iter().map(|v| v.x).collect();
+        let mut err = 0.0;
+        for (v, &w) in a.iter().zip(b) {
+            err = add_up(err, mul_up(v.err, w.abs() as f64));
+        }
+        // floor(log2 |x|), at least -126 (f32's subnormals share 2^-126).
+        let raw = |x: f32| (((x.to_bits() >> 23) & 0xff) as i32).max(1) - 127;
+        let out_rel = add_up(1.0, 2f64.powi(-22)) * 2f64.powi(-23);
+        let mut d = 0.0f32;
+        for (xa, xb) in xs.chunks(crate::mma::K).zip(b.chunks(crate::mma::K)) {
+            let next = model.dot_add(xa, xb, d);
+            let (mut n, mut top) = (usize::from(d != 0.0), if d != 0.0 { raw(d) } else { i32::MIN });
+            for (&x, &y) in xa.iter().zip(xb) {
+                if x != 0.0 && y != 0.0 {
+                    n += 1;
+                    top = top.max(raw(x) + raw(y));
+                }
+            }
+            // 2^(top - frac_bits) is at least 2^(-252 - 30) and at most
+            // 2^254: an f64, exactly.
+            let align = if n == 0 { 0.0 } else { mul_up(n as f64, 2f64.powi(top - model.frac_bits as i32)) };
+            let out = add_up(mul_up(out_rel, (next as f64).abs()), ETA_F32 * 2.0);
+            err = add_up(err, add_up(align, out));
+            d = next;
+        }
+        Bounded { x: d, err: Self::finite_or_inf(d, err) }
+    }
 }
 
 #[cfg(test)]
@@ -362,6 +414,49 @@ mod tests {
         assert!(third.err > 0.0);
         assert_eq!(third.to_f32(), 1.0f32 / 3.0);
         assert_eq!(Bounded::input(-2.5).to_f32(), -2.5);
+    }
+
+    /// Bounded's MMA chain: the model's value, and a bound that covers the
+    /// exact dot product (rationals), a cancelled pair that still sets the
+    /// grid included (2^10 - 2^10 + 2^-20 is +0 on the model, 2^-20
+    /// exactly), on chains of one to four steps.
+    #[test]
+    fn bounded_mma_chains_cover_the_exact_dot_product() {
+        use crate::mma::H100_BF16;
+        use rug::Rational;
+        let check = |a: &[f32], b: &[f32]| {
+            let inputs: Vec<Bounded> = a.iter().map(|&x| Bounded::input(x)).collect();
+            let got = Bounded::dot_mma(&H100_BF16, &inputs, b);
+            assert_eq!(got.x.to_bits(), H100_BF16.dot_chain(a, b, 0.0).to_bits());
+            let exact = a.iter().zip(b).fold(Rational::new(), |s, (x, y)| {
+                s + Rational::from_f32(*x).expect("finite") * Rational::from_f32(*y).expect("finite")
+            });
+            let err = (Rational::from_f32(got.x).expect("finite") - exact).abs();
+            assert!(Rational::from_f64(got.err).expect("finite") >= err, "{a:?} {b:?}: {} < {}", got.err, err.to_f64());
+            got
+        };
+        let cancel = check(&[1024.0, -1024.0, 2f32.powi(-20)], &[1.0, 1.0, 1.0]);
+        assert_eq!(cancel.x, 0.0);
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for n in [5usize, 16, 17, 40, 64] {
+            for _ in 0..50 {
+                let mut draw = || {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let e = (state % 24) as i32 - 12;
+                    let v = f32::from_bits(((e + 127) as u32) << 23 | ((state >> 20) as u32 & 0x7f) << 16);
+                    if state & (1 << 40) != 0 {
+                        -v
+                    } else {
+                        v
+                    }
+                };
+                let a: Vec<f32> = (0..n).map(|_| draw()).collect();
+                let b: Vec<f32> = (0..n).map(|_| draw()).collect();
+                check(&a, &b);
+            }
+        }
     }
 
     #[test]

@@ -79,6 +79,7 @@ fn tiled() -> SharedExpertProfile {
         y: ReductionOrder::chunked(4, Serial, Butterfly),
         dh: ReductionOrder::chunked(4, Serial, Serial),
         dx: ReductionOrder::strided(3, Serial, Butterfly),
+        mma: None,
     }
 }
 
@@ -107,6 +108,43 @@ fn the_profile_oracle_is_within_its_bound_of_the_exact_result() {
         judged += acc.judged;
     }
     assert!(judged > 500, "{judged}");
+}
+
+/// The tensor-core profile (every dot product a chain of the H100 model's
+/// MMA steps, blocks of 16 ascending): its f32 run is its bounded run's
+/// value, within that bound of the exact result, on shapes of several
+/// blocks (H up to 50, 2F up to 60); and it is not the serial profile under
+/// another name (its truncations differ from serial's roundings somewhere).
+#[test]
+fn the_mma_profile_is_within_its_bound_and_is_not_serial() {
+    let p = SharedExpertProfile::mma_h100();
+    let serial = SharedExpertProfile::serial();
+    let (mut judged, mut differ) = (0, 0);
+    for i in 0..12 {
+        // H and F past one and several blocks of 16.
+        let (t, h, f) = [(2, 33, 17), (1, 50, 30), (3, 17, 9)][i % 3];
+        let mut rng = Rng(i as u64 + 7);
+        let mut val = |n: usize, s: f32| (0..n).map(|_| bf16_trunc(rng.signed() * s)).collect::<Vec<f32>>();
+        let (x, w1, w2, dy) = (val(t * h, 3.0), val(2 * f * h, 0.5), val(h * f, 0.5), val(t * h, 1.0));
+        let c = dense(t, h, f, x, w1, w2, dy);
+        let fwd = forward::<SharedExpert>(&c, &p).unwrap();
+        let fr = ForwardReference::<SharedExpert>::new(&c, &p).unwrap();
+        assert_eq!(bits(&fwd.y), bits(&fr.bounded.out.y.iter().map(|b| b.x).collect::<Vec<_>>()));
+        let acc = fr.judge(&c, &fwd);
+        assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
+        judged += acc.judged;
+        let bwd = backward::<SharedExpert>(&c, &p).unwrap();
+        let br = BackwardReference::<SharedExpert>::new(&c, &p).unwrap();
+        assert_eq!(bits(&bwd.dx), bits(&br.bounded.out.dx.iter().map(|b| b.x).collect::<Vec<_>>()));
+        let acc = br.judge(&c, &bwd);
+        assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
+        assert_eq!(acc.unbounded, 0, "case {i}");
+        judged += acc.judged;
+        let sdx = backward::<SharedExpert>(&c, &serial).unwrap().dx;
+        differ += bwd.dx.iter().zip(&sdx).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+    }
+    assert!(judged > 1000, "{judged}");
+    assert!(differ > 0, "the MMA profile's dX is serial's bit for bit");
 }
 
 #[test]

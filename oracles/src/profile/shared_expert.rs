@@ -28,6 +28,13 @@ pub struct SharedExpertProfile {
     /// `dX[t][i] = sum over r < 2F of dz[t][r] * w1[r][i]`: one sum over both
     /// blocks, the gate block (r < F) first.
     pub dx: ReductionOrder,
+    /// The tensor core's model (`crate::mma`, by name) when every dot
+    /// product is a chain of its MMA steps: blocks of 16 along the inner
+    /// index, ascending, from +0, each step's f32 result the next step's c
+    /// (a fixed K tiling, no split-K). The orders above are then not used.
+    /// None: the orders above, each product rounded on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mma: Option<String>,
 }
 
 impl SharedExpertProfile {
@@ -35,7 +42,31 @@ impl SharedExpertProfile {
     /// dot product serial ascending over its inner index, split-K 1, mul then
     /// add; dX one chain over all 2F.
     pub fn serial() -> Self {
-        SharedExpertProfile { name: "serial".into(), z: Serial, y: Serial, dh: Serial, dx: Serial }
+        SharedExpertProfile { name: "serial".into(), z: Serial, y: Serial, dh: Serial, dx: Serial, mma: None }
+    }
+
+    /// A kernel on the tensor cores with a fixed K tiling and no split-K
+    /// (SPEC section 5): every dot product a chain of `mma.m16n8k16` steps in
+    /// ascending K on the H100's model ([`crate::mma::H100_BF16`]); the
+    /// element-wise steps as in `serial`. Not shipped (not in [`Self::all`]):
+    /// no kernel claims it yet, and the model is not yet confirmed on the
+    /// GPU (docs/mma.md).
+    pub fn mma_h100() -> Self {
+        SharedExpertProfile {
+            name: "mma16-h100".into(),
+            mma: Some(crate::mma::H100_BF16.name.into()),
+            ..Self::serial()
+        }
+    }
+
+    /// The MMA model every dot product runs on, if any (see [`Self::mma`]).
+    pub fn mma_model(&self) -> Result<Option<crate::mma::MmaModel>, String> {
+        match &self.mma {
+            None => Ok(None),
+            Some(n) => crate::mma::by_name(n)
+                .map(Some)
+                .ok_or_else(|| format!("profile {}: no MMA model named {n:?}", self.name)),
+        }
     }
 
     /// Every dot product in no known order, products possibly contracted
@@ -43,7 +74,7 @@ impl SharedExpertProfile {
     /// choices alike. Not a shipped profile: no subject claims it.
     pub fn any_order() -> Self {
         use ReductionOrder::Any;
-        SharedExpertProfile { name: super::seqwise_loss::ANY_ORDER.into(), z: Any, y: Any, dh: Any, dx: Any }
+        SharedExpertProfile { name: super::seqwise_loss::ANY_ORDER.into(), z: Any, y: Any, dh: Any, dx: Any, mma: None }
     }
 
     /// Every shipped profile.
@@ -62,7 +93,7 @@ impl SharedExpertProfile {
         for o in [&self.z, &self.y, &self.dh, &self.dx] {
             o.validate().map_err(|e| format!("profile {}: {e}", self.name))?;
         }
-        Ok(())
+        self.mma_model().map(|_| ())
     }
 }
 
@@ -88,5 +119,18 @@ mod tests {
         let mut p = SharedExpertProfile::serial();
         p.dx = ReductionOrder::chunked(0, Serial, Serial);
         assert!(p.validate().unwrap_err().contains("a size of 0"));
+    }
+
+    #[test]
+    fn the_mma_profile_names_its_model_and_is_not_shipped() {
+        let p = SharedExpertProfile::mma_h100();
+        assert_eq!(p.name, "mma16-h100");
+        assert_eq!(p.mma_model(), Ok(Some(crate::mma::H100_BF16)));
+        assert!(p.validate().is_ok());
+        assert_eq!(SharedExpertProfile::serial().mma_model(), Ok(None));
+        assert!(SharedExpertProfile::by_name("mma16-h100").is_none());
+        let mut bad = p.clone();
+        bad.mma = Some("h999".into());
+        assert!(bad.validate().unwrap_err().contains("no MMA model named"));
     }
 }

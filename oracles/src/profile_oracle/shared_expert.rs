@@ -33,6 +33,7 @@ use crate::bf16::{same_rounding, Bf16Decision, Rounding};
 use crate::case::shared_expert::{
     is_bf16, SharedExpertBackward, SharedExpertCase, SharedExpertError, SharedExpertForward,
 };
+use crate::mma::MmaModel;
 use crate::num::Num;
 use crate::op::Run;
 use crate::profile::shared_expert::SharedExpertProfile;
@@ -191,17 +192,28 @@ fn sigmoid<N: Num>(x: &N) -> N {
     one.div(&one.add(&x.neg().exp()))
 }
 
-/// sum over i of a[i] * b[i], each product rounded, the products reduced in
-/// `order` (ascending index is the order of the terms).
-fn dot<N: Num>(order: &crate::order::ReductionOrder, a: &[N], b: impl Iterator<Item = f32>) -> N {
-    let terms: Vec<N> = a.iter().zip(b).map(|(a, b)| a.mul(&N::input(b))).collect();
-    order.reduce(&terms)
+/// sum over i of a[i] * b[i]: a chain of MMA steps on `mma`'s model when
+/// the profile names one, else each product rounded and the products
+/// reduced in `order` (ascending index is the order of the terms).
+fn dot<N: Num>(
+    order: &crate::order::ReductionOrder,
+    mma: Option<&MmaModel>,
+    a: &[N],
+    b: impl Iterator<Item = f32>,
+) -> N {
+    match mma {
+        Some(m) => N::dot_mma(m, a, &b.collect::<Vec<f32>>()),
+        None => {
+            let terms: Vec<N> = a.iter().zip(b).map(|(a, b)| a.mul(&N::input(b))).collect();
+            order.reduce(&terms)
+        }
+    }
 }
 
 /// z = x w1^T for token t: 2F values, the gate block then the up block.
-fn z_row<N: Num>(case: &SharedExpertCase, profile: &SharedExpertProfile, t: usize) -> Vec<N> {
+fn z_row<N: Num>(case: &SharedExpertCase, profile: &SharedExpertProfile, mma: Option<&MmaModel>, t: usize) -> Vec<N> {
     let x: Vec<N> = case.x_row(t).iter().map(|&v| N::input(v)).collect();
-    (0..2 * case.f).map(|r| dot(&profile.z, &x, case.w1_row(r).iter().copied())).collect()
+    (0..2 * case.f).map(|r| dot(&profile.z, mma, &x, case.w1_row(r).iter().copied())).collect()
 }
 
 /// The forward on any value type. `imposed` gives h (taken) and y
@@ -213,6 +225,7 @@ pub fn forward_on<N: Num>(
 ) -> Result<Run<SharedExpertForward<N>, SharedExpertDecisions>, SharedExpertError> {
     validate(case, profile)?;
     check_decisions(case, imposed, false)?;
+    let mma = profile.mma_model().map_err(SharedExpertError::Profile)?;
     let (t_n, h_n, f_n) = (case.t, case.h, case.f);
     let mut tally = Tally::new(t_n);
     let mut decisions = SharedExpertDecisions {
@@ -222,7 +235,7 @@ pub fn forward_on<N: Num>(
     };
     let mut y = Vec::with_capacity(t_n * h_n);
     for t in 0..t_n {
-        let z = z_row::<N>(case, profile, t);
+        let z = z_row::<N>(case, profile, mma.as_ref(), t);
         let mut h = Vec::with_capacity(f_n);
         for j in 0..f_n {
             let (g, u) = (&z[j], &z[f_n + j]);
@@ -233,7 +246,7 @@ pub fn forward_on<N: Num>(
             decisions.h.push(d);
         }
         for i in 0..h_n {
-            let acc = dot(&profile.y, &h, case.w2_row(i).iter().copied());
+            let acc = dot(&profile.y, mma.as_ref(), &h, case.w2_row(i).iter().copied());
             let site = imposed.map(|d| &d.y[t * h_n + i]);
             let (v, d) = tally.output(t, &acc, site, || format!("y[{t}][{i}]"));
             y.push(v);
@@ -257,6 +270,7 @@ pub fn backward_on<N: Num>(
 ) -> Result<Run<SharedExpertBackward<N>, SharedExpertDecisions>, SharedExpertError> {
     validate(case, profile)?;
     check_decisions(case, imposed, true)?;
+    let mma = profile.mma_model().map_err(SharedExpertError::Profile)?;
     let (t_n, h_n, f_n) = (case.t, case.h, case.f);
     let mut tally = Tally::new(t_n);
     let mut decisions = SharedExpertDecisions {
@@ -267,13 +281,13 @@ pub fn backward_on<N: Num>(
     let one = N::input(1.0);
     let mut dx = Vec::with_capacity(t_n * h_n);
     for t in 0..t_n {
-        let z = z_row::<N>(case, profile, t);
+        let z = z_row::<N>(case, profile, mma.as_ref(), t);
         let dy: Vec<N> = case.dy_row(t).iter().map(|&v| N::input(v)).collect();
         let mut dz_gate = Vec::with_capacity(f_n);
         let mut dz_up = Vec::with_capacity(f_n);
         for j in 0..f_n {
             // Column j of w2 (the matrix is H x F, row-major).
-            let acc = dot(&profile.dh, &dy, (0..h_n).map(|i| case.w2[i * f_n + j]));
+            let acc = dot(&profile.dh, mma.as_ref(), &dy, (0..h_n).map(|i| case.w2[i * f_n + j]));
             let site = imposed.map(|d| &d.dh[t * f_n + j]);
             let (dh, d) = tally.intermediate(t, &acc, site, || format!("dh[{t}][{j}]"));
             decisions.dh.push(d);
@@ -297,7 +311,7 @@ pub fn backward_on<N: Num>(
         }
         for i in 0..h_n {
             // Column i of w1 (2F x H, row-major): one chain over all 2F rows.
-            dx.push(dot(&profile.dx, &dz, (0..2 * f_n).map(|r| case.w1[r * h_n + i])));
+            dx.push(dot(&profile.dx, mma.as_ref(), &dz, (0..2 * f_n).map(|r| case.w1[r * h_n + i])));
         }
     }
     let near_ties = tally.near_ties();
