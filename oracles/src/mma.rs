@@ -20,8 +20,8 @@
 //!    results on f32's subnormal grid); a result of 2^128 or more is
 //!    infinite.
 //! 4. A NaN input, inf * 0 or inf - inf gives the NaN 0x7fffffff; otherwise
-//!    an infinite input gives that infinity. A sum that is exactly zero is
-//!    +0.
+//!    an infinite input gives that infinity. A result of zero is +0, whether
+//!    the sum is exactly zero or a negative one truncated to zero.
 //!
 //! The model is parameterised ([`MmaModel`]) so that the check on the GPU
 //! (`bitparity-mma-check`) can show that its inputs tell the H100 model
@@ -30,7 +30,7 @@
 //! means something only if the same inputs refute the alternatives.
 //!
 //! Points 3 and 4 at the edges (overflow to inf rather than to the largest
-//! f32, the NaN's bits, the sign of an exact zero) are the models' reading,
+//! f32, the NaN's bits, the sign of a zero result) are the models' reading,
 //! not documented by NVIDIA; the check's generator has a class for each.
 //!
 //! Inputs are f32 values; bf16 inputs are f32 values with the low 16 bits
@@ -158,21 +158,21 @@ impl MmaModel {
         self.to_f32(sum, q)
     }
 
-    /// `sum * 2^q` as an f32, by this model's rounding.
+    /// `sum * 2^q` as an f32, by this model's rounding. A result of zero is
+    /// +0, a negative sum's included (MMA-Sim's reading: its truncation
+    /// yields an integer zero, which has no sign).
     fn to_f32(self, sum: i128, q: i32) -> f32 {
-        if sum == 0 {
-            return 0.0;
-        }
         let negative = sum < 0;
         let mag = sum.unsigned_abs();
-        let top = 127 - mag.leading_zeros() as i32 + q; // floor(log2 |value|)
-                                                        // The f32 grid at |value|: quantum 2^t, t = max(top, -126) - 23.
+        // floor(log2 |value|); the f32 grid at |value| has the quantum 2^t,
+        // t = max(top, -126) - 23.
+        let top = 127 - mag.leading_zeros() as i32 + q;
         let t = top.max(-126) - 23;
         let drop = t - q;
         // |sum| < 2^127: a drop of 128 or more leaves nothing, and nothing
         // that rounds up (the remainder is below half a quantum).
-        if drop >= 128 {
-            return if negative { -0.0 } else { 0.0 };
+        if sum == 0 || drop >= 128 {
+            return 0.0;
         }
         let mut m: u128 = if drop <= 0 { mag << -drop } else { mag >> drop };
         if drop > 0 && self.rounding == OutRounding::NearestEven {
@@ -186,7 +186,7 @@ impl MmaModel {
         // is exact below 2^128 (m has at most 24 significant bits) and
         // infinite from 2^128 on.
         let v = (m as f64 * pow2(t)) as f32;
-        if negative {
+        if negative && m != 0 {
             -v
         } else {
             v
@@ -413,11 +413,25 @@ mod tests {
         assert_eq!(H100_BF16.dot_add(&[-2.0], &[f32::INFINITY], 5.0), f32::NEG_INFINITY);
     }
 
-    /// An exact zero is +0, even from -0 inputs (the models' reading).
+    /// A zero result is +0: from -0 inputs, from an exact cancellation, and
+    /// from a negative sum truncated to zero, on the subnormal grid
+    /// (-1.5 * 2^-150) or far below it (-2^-280) (the models' reading).
     #[test]
-    fn an_exact_zero_is_positive() {
+    fn a_zero_result_is_positive() {
         assert_eq!(H100_BF16.dot_add(&[-0.0], &[1.0], -0.0).to_bits(), 0);
         assert_eq!(H100_BF16.dot_add(&[1.0], &[-1.0], 1.0).to_bits(), 0);
+        assert_eq!(H100_BF16.dot_add(&[1.5 * p(-75)], &[-p(-75)], 0.0).to_bits(), 0);
+        assert_eq!(H100_BF16.dot_add(&[p(-140)], &[-p(-140)], 0.0).to_bits(), 0);
+    }
+
+    /// Renormalised, a product below 2 (1 * 1) aligns by exponent 0: four
+    /// products of 2^-25 stay on the grid, 1 + 2^-23. (Raw, the same.)
+    #[test]
+    fn a_renormalised_product_below_two_keeps_its_exponent() {
+        let renormalised = MmaModel { raw_product_exponent: false, ..H100_BF16 };
+        let (a, b) = ([1.0, p(-25), p(-25), p(-25), p(-25)], [1.0; 5]);
+        assert_eq!(renormalised.dot_add(&a, &b, 0.0), 1.0 + p(-23));
+        assert_eq!(H100_BF16.dot_add(&a, &b, 0.0), 1.0 + p(-23));
     }
 
     /// A chain of 40 products: blocks of 16, 16 and 8 (padded), each step
