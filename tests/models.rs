@@ -643,6 +643,12 @@ mod shared_expert {
         let mut p = SharedExpertProfile::serial();
         p.z = ReductionOrder::chunked(0, ReductionOrder::Serial, ReductionOrder::Serial);
         assert!(matches!(SharedExpertModel::new(p).forward(&case), Err(ModelError::Invalid(_))));
+        // The tensor-core profile keeps Serial in its order fields: refused
+        // for its MMA model, not run as serial.
+        match SharedExpertModel::new(SharedExpertProfile::mma_h100()).forward(&case) {
+            Err(ModelError::Unsupported(m)) => assert!(m.contains("MMA model h100-bf16"), "{m}"),
+            other => panic!("{other:?}"),
+        }
         let mut bad = case.clone();
         bad.x[0] = 1.0 + f32::EPSILON;
         let m = SharedExpertModel::new(SharedExpertProfile::serial());

@@ -87,7 +87,9 @@ impl SharedExpertModel {
     }
 
     /// Validates the case and the profile (shared validation) and refuses
-    /// any order but the serial chain this kernel runs.
+    /// any order but the serial chain this kernel runs, and the tensor
+    /// core's MMA steps (a profile naming an MMA model keeps Serial in its
+    /// order fields, which it does not use).
     fn prepare(&self, case: &SharedExpertCase) -> Result<(), ModelError> {
         case.validate().map_err(|e| ModelError::Invalid(e.to_string()))?;
         let p = &self.profile;
@@ -99,6 +101,12 @@ impl SharedExpertModel {
                     p.name
                 )));
             }
+        }
+        if let Some(m) = &p.mma {
+            return Err(ModelError::Unsupported(format!(
+                "MMA model {m} (shared_expert profile {}): the kernel model runs serial mul-then-add chains",
+                p.name
+            )));
         }
         Ok(())
     }
