@@ -373,6 +373,19 @@ mod tests {
         assert_eq!(nearest.dot_add(&a, &b, -1.0), -(1.0 + p(-23)));
     }
 
+    /// The round-to-nearest neighbour rounds ties to even and stays below
+    /// half: 1 + 2^-24 (a tie, 1 even) is 1; 1 + 2^-23 + 2^-24 (a tie, the
+    /// odd 1 + 2^-23) is 1 + 2^-22; 1 + 2^-25 (below half) is 1. Truncated,
+    /// all three keep their f32 below.
+    #[test]
+    fn round_to_nearest_breaks_ties_to_even() {
+        let nearest = MmaModel { rounding: OutRounding::NearestEven, ..H100_BF16 };
+        assert_eq!(nearest.dot_add(&[p(-24)], &[1.0], 1.0), 1.0);
+        assert_eq!(nearest.dot_add(&[p(-24)], &[1.0], 1.0 + p(-23)), 1.0 + p(-22));
+        assert_eq!(nearest.dot_add(&[p(-25)], &[1.0], 1.0), 1.0);
+        assert_eq!(H100_BF16.dot_add(&[p(-24)], &[1.0], 1.0 + p(-23)), 1.0 + p(-23));
+    }
+
     /// 1.5 * 2^-150 is three quarters of the smallest subnormal 2^-149:
     /// truncated, 0; to nearest, 2^-149. Three products of 2^-140 (each
     /// 2^-70 * 2^-70) sum to 3 * 2^-140, on the subnormal grid.
@@ -411,6 +424,8 @@ mod tests {
         assert_eq!(nan.to_bits(), NAN_BITS);
         assert_eq!(H100_BF16.dot_add(&[1.0], &[1.0], f32::NAN).to_bits(), NAN_BITS);
         assert_eq!(H100_BF16.dot_add(&[-2.0], &[f32::INFINITY], 5.0), f32::NEG_INFINITY);
+        assert_eq!(H100_BF16.dot_add(&[2.0], &[f32::INFINITY], 5.0), f32::INFINITY);
+        assert_eq!(H100_BF16.dot_add(&[f32::NEG_INFINITY], &[-0.5], -5.0), f32::INFINITY);
     }
 
     /// A zero result is +0: from -0 inputs, from an exact cancellation, and
@@ -455,13 +470,14 @@ mod tests {
     fn the_tile_step_pairs_rows_of_a_with_columns_of_b() {
         let mut a = [0.0f32; M * K];
         let mut b = [0.0f32; N * K];
-        let c = [0.5f32; M * N];
+        // c (i, j) = 8 i + j: each output keeps its own c.
+        let c: [f32; M * N] = std::array::from_fn(|n| n as f32);
         a[3 * K + 5] = 2.0; // a[3][5]
         b[6 * K + 5] = 4.0; // B[5][6]
         let d = H100_BF16.mma(&a, &b, &c);
         for i in 0..M {
             for j in 0..N {
-                let want = if (i, j) == (3, 6) { 8.5 } else { 0.5 };
+                let want = (8 * i + j) as f32 + if (i, j) == (3, 6) { 8.0 } else { 0.0 };
                 assert_eq!(d[i * N + j], want, "({i}, {j})");
             }
         }
