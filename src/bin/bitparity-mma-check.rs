@@ -44,9 +44,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 const USAGE: &str = "usage: bitparity-mma-check [--cases N] [--seed S] [--max-report N] [--cpu-only] [--json PATH]";
-/// The most cases per class (a bound on what one run allocates: a class's
-/// cases are held at once, about 4 KiB a step each).
+/// The most cases per class.
 const MAX_CASES_PER_CLASS: usize = 100_000;
+/// Cases generated, run and compared at a time (what one run holds: at
+/// most 6 steps of about 4.6 KiB each a case, about 110 MiB).
+const CHUNK: usize = 4096;
 
 struct Args {
     cases: usize,
@@ -152,12 +154,23 @@ fn write_json(path: &Option<PathBuf>, summary: &Summary) {
     }
 }
 
-fn cases_of(class: Class, n: usize, seed: u64) -> Vec<MmaCase> {
+/// The generator of a class's cases for a seed.
+fn class_rng(class: Class, seed: u64) -> TestRng {
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
     key[8] = class as u8;
-    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &key);
-    (0..n).map(|_| generate(&mut rng, class)).collect()
+    TestRng::from_seed(RngAlgorithm::ChaCha, &key)
+}
+
+/// A mismatching output as found: where, and its dot product.
+struct Found {
+    class: Class,
+    case: usize,
+    output: (usize, usize),
+    steps: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: f32,
 }
 
 /// The GPU's result bits for each case (cases of any number of steps:
@@ -237,16 +250,21 @@ fn candidates(a: &[f32], b: &[f32], c: f32) -> Vec<(Vec<f32>, Vec<f32>, f32)> {
 
 /// Shrinks a mismatching dot product on the GPU: each round evaluates every
 /// simpler candidate in one launch and keeps the first that still mismatches.
+/// `run` gives output (0, 0)'s bits of each case (the GPU's, in `main`).
 fn shrink(
-    dev: &MmaCheckDevice,
+    mut run: impl FnMut(&[MmaCase]) -> Result<Vec<u32>, SubjectError>,
     a: &[f32],
     b: &[f32],
     c: f32,
     class: Class,
 ) -> Result<(Vec<f32>, Vec<f32>, f32, u32), SubjectError> {
     let (mut a, mut b, mut c) = (a.to_vec(), b.to_vec(), c);
-    let gpu0 = |cases: &[MmaCase]| -> Result<Vec<u32>, SubjectError> {
-        Ok(run_gpu(dev, cases)?.into_iter().map(|d| d[0]).collect())
+    let mut gpu0 = |cases: &[MmaCase]| -> Result<Vec<u32>, SubjectError> {
+        let got = run(cases)?;
+        match got.len() == cases.len() {
+            true => Ok(got),
+            false => Err(SubjectError::Device(format!("{} results for {} cases", got.len(), cases.len()))),
+        }
     };
     let mut got = gpu0(&[single(&a, &b, c, class)])?[0];
     for _round in 0..200 {
@@ -312,47 +330,61 @@ fn main() {
     for alt in &ALTERNATIVES {
         println!("neighbour: {}", describe(alt));
     }
-    let mut first: Vec<(Class, usize, usize, usize)> = Vec::new();
+    let mut first: Vec<Found> = Vec::new();
     for class in Class::ALL {
-        let cases = cases_of(class, args.cases, args.seed);
-        let gpu = match &dev {
-            Some(d) => match run_gpu(d, &cases) {
-                Ok(g) => Some(g),
-                Err(e) => {
-                    eprintln!("bitparity-mma-check: error: {class:?}: {e}");
-                    summary.status = "error";
-                    summary.reason = Some(e.to_string());
-                    summary.seconds = t0.elapsed().as_secs_f64();
-                    write_json(&args.json, &summary);
-                    std::process::exit(1);
-                }
-            },
-            None => None,
-        };
-        let mut tally = ClassTally { cases: cases.len(), ..Default::default() };
+        let mut rng = class_rng(class, args.seed);
+        let mut tally = ClassTally { cases: args.cases, ..Default::default() };
         for alt in &ALTERNATIVES {
             tally.refutations.insert(alt.name, 0);
         }
-        for (n, case) in cases.iter().enumerate() {
-            let model = case.expected(&H100_BF16);
-            // Under --cpu-only the neighbours are compared with the model.
-            let truth: Vec<u32> = match &gpu {
-                Some(g) => g[n].clone(),
-                None => model.iter().map(|x| x.to_bits()).collect(),
+        for start in (0..args.cases).step_by(CHUNK) {
+            let cases: Vec<MmaCase> =
+                (start..args.cases.min(start + CHUNK)).map(|_| generate(&mut rng, class)).collect();
+            let gpu = match &dev {
+                Some(d) => match run_gpu(d, &cases) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        eprintln!("bitparity-mma-check: error: {class:?}: {e}");
+                        summary.status = "error";
+                        summary.reason = Some(e.to_string());
+                        summary.seconds = t0.elapsed().as_secs_f64();
+                        write_json(&args.json, &summary);
+                        std::process::exit(1);
+                    }
+                },
+                None => None,
             };
-            tally.outputs += (M * N) as u64;
-            for (o, (m, t)) in model.iter().zip(&truth).enumerate() {
-                if m.to_bits() != *t {
-                    tally.model_mismatches += 1;
-                    if first.len() < args.max_report {
-                        first.push((class, n, o / N, o % N));
+            for (n, case) in cases.iter().enumerate() {
+                let model = case.expected(&H100_BF16);
+                // Under --cpu-only the neighbours are compared with the model.
+                let truth: Vec<u32> = match &gpu {
+                    Some(g) => g[n].clone(),
+                    None => model.iter().map(|x| x.to_bits()).collect(),
+                };
+                tally.outputs += (M * N) as u64;
+                for (o, (m, t)) in model.iter().zip(&truth).enumerate() {
+                    if m.to_bits() != *t {
+                        tally.model_mismatches += 1;
+                        if first.len() < args.max_report {
+                            let (a, b, c) = case.dot(o / N, o % N);
+                            let (a, b) = (a.to_vec(), b.to_vec());
+                            first.push(Found {
+                                class,
+                                case: start + n,
+                                output: (o / N, o % N),
+                                steps: case.steps,
+                                a,
+                                b,
+                                c,
+                            });
+                        }
                     }
                 }
-            }
-            for alt in &ALTERNATIVES {
-                let got = case.expected(alt);
-                let differ = got.iter().zip(&truth).filter(|(x, t)| x.to_bits() != **t).count() as u64;
-                *tally.refutations.get_mut(alt.name).expect("inserted above") += differ;
+                for alt in &ALTERNATIVES {
+                    let got = case.expected(alt);
+                    let differ = got.iter().zip(&truth).filter(|(x, t)| x.to_bits() != **t).count() as u64;
+                    *tally.refutations.get_mut(alt.name).expect("inserted above") += differ;
+                }
             }
         }
         println!(
@@ -370,10 +402,9 @@ fn main() {
     let unrefuted: Vec<&'static str> =
         ALTERNATIVES.iter().map(|a| a.name).filter(|name| total(&|t| t.refutations[name]) == 0).collect();
     if let Some(d) = &dev {
-        for (class, n, i, j) in first {
-            let case = &cases_of(class, n + 1, args.seed)[n];
-            let (a, b, c) = case.dot(i, j);
-            match shrink(d, a, b, c, class) {
+        for f in first {
+            let on_gpu = |cases: &[MmaCase]| Ok(run_gpu(d, cases)?.into_iter().map(|r| r[0]).collect());
+            match shrink(on_gpu, &f.a, &f.b, f.c, f.class) {
                 Ok((a, b, c, gpu)) => {
                     let agreeing = ALTERNATIVES
                         .iter()
@@ -385,10 +416,10 @@ fn main() {
                         .map(|k| (k, show(a[k].to_bits()), show(b[k].to_bits())))
                         .collect();
                     summary.mismatches.push(Mismatch {
-                        class: class.name(),
-                        case: n,
-                        output: (i, j),
-                        steps: case.steps,
+                        class: f.class.name(),
+                        case: f.case,
+                        output: f.output,
+                        steps: f.steps,
                         terms,
                         c: show(c.to_bits()),
                         gpu: show(gpu),
@@ -429,4 +460,45 @@ fn main() {
     println!("{status}: {reason} ({:.1} s)", summary.seconds);
     write_json(&args.json, &summary);
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With a neighbour standing in for the GPU (24 fraction bits instead of
+    /// 25), a wide mismatching dot product shrinks to one whose every term
+    /// is needed, still mismatching: c = 1 and products at the 25th
+    /// fraction bit, nothing else.
+    #[test]
+    fn a_mismatch_shrinks_to_the_terms_it_needs() {
+        let frac24 = ALTERNATIVES.iter().find(|m| m.frac_bits == 24).copied().expect("a 24-bit neighbour");
+        let fake = |cases: &[MmaCase]| -> Result<Vec<u32>, SubjectError> {
+            Ok(cases.iter().map(|k| frac24.dot_chain(&k.a[..k.len()], &k.b[..k.len()], k.c[0]).to_bits()).collect())
+        };
+        let mut a = vec![0.0f32; 16];
+        let mut b = vec![0.0f32; 16];
+        let p25 = 2f32.powi(-25);
+        // Noise the model and the neighbour agree on, and four products of
+        // 2^-25 beside c = 1 that they do not (1 + 2^-23 against 1).
+        for k in 0..16 {
+            (a[k], b[k]) = if k % 4 == 1 { (p25, 1.0) } else { (0.75 * 2f32.powi(-(k as i32) - 2), -1.5) };
+        }
+        let (a, b, c, got) = shrink(fake, &a, &b, 1.0, Class::GridEdge).expect("no device error");
+        assert_ne!(got, H100_BF16.dot_chain(&a, &b, c).to_bits(), "still a mismatch");
+        let terms = a.iter().zip(&b).filter(|(x, y)| **x != 0.0 || **y != 0.0).count();
+        assert!(terms <= 4, "{terms} terms left: {a:?} {b:?}");
+        // Each term left is needed: without it the two agree.
+        for k in (0..16).filter(|&k| a[k] != 0.0 || b[k] != 0.0) {
+            let (mut x, mut y) = (a.clone(), b.clone());
+            (x[k], y[k]) = (0.0, 0.0);
+            assert_eq!(frac24.dot_chain(&x, &y, c).to_bits(), H100_BF16.dot_chain(&x, &y, c).to_bits(), "term {k}");
+        }
+    }
+
+    #[test]
+    fn a_short_answer_from_the_device_is_an_error() {
+        let short = |_: &[MmaCase]| -> Result<Vec<u32>, SubjectError> { Ok(Vec::new()) };
+        assert!(shrink(short, &[1.0; 16], &[1.0; 16], 0.0, Class::Uniform).is_err());
+    }
 }
