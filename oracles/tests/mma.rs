@@ -10,23 +10,15 @@
 use oracles::mma::{H100_BF16, K};
 use rug::Rational;
 
-/// A small deterministic generator (xorshift64*), so the test needs no RNG crate.
-struct Rng(u64);
+mod common;
+use common::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// A bf16 of random sign and fraction, exponent in -e..=e around `base`.
-    fn bf16(&mut self, base: i32, e: i32) -> f32 {
-        let r = self.next();
-        let exp = base + (r % (2 * e as u64 + 1)) as i32 - e;
-        let bits = (((exp + 127) as u32) << 23) | (((r >> 8) & 0x7f) as u32) << 16 | ((r >> 20) as u32 & 1) << 31;
-        f32::from_bits(bits)
-    }
+/// A bf16 of random sign and fraction, exponent in -e..=e around `base`.
+fn bf16(rng: &mut Rng, base: i32, e: i32) -> f32 {
+    let r = rng.next();
+    let exp = base + (r % (2 * e as u64 + 1)) as i32 - e;
+    let bits = (((exp + 127) as u32) << 23) | (((r >> 8) & 0x7f) as u32) << 16 | ((r >> 20) as u32 & 1) << 31;
+    f32::from_bits(bits)
 }
 
 fn rat(x: f32) -> Rational {
@@ -51,9 +43,9 @@ fn a_step_stays_within_its_truncation_bound_of_the_exact_sum() {
     let (u25, u23, tiny) = (pow(-25), pow(-23), pow(-149));
     for case in 0..3000 {
         let spread = [0, 3, 12, 30][case % 4];
-        let a: Vec<f32> = (0..K).map(|_| rng.bf16(0, spread)).collect();
-        let b: Vec<f32> = (0..K).map(|_| rng.bf16(0, spread)).collect();
-        let c = if case % 3 == 0 { 0.0 } else { rng.bf16(0, spread) };
+        let a: Vec<f32> = (0..K).map(|_| bf16(&mut rng, 0, spread)).collect();
+        let b: Vec<f32> = (0..K).map(|_| bf16(&mut rng, 0, spread)).collect();
+        let c = if case % 3 == 0 { 0.0 } else { bf16(&mut rng, 0, spread) };
         let d = H100_BF16.dot_add(&a, &b, c);
         assert!(d.is_finite(), "{a:?} {b:?} {c}");
         let terms: Vec<Rational> =

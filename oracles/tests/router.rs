@@ -19,28 +19,8 @@ use oracles::profile::router::RouterProfile;
 use oracles::profile_oracle::router::{backward_on, forward_on};
 use std::time::Instant;
 
-/// xorshift64*: a fixed, dependency-free source of varied cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    /// Uniform in [-1, 1).
-    fn signed(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-    /// Roughly normal, scale `sd` (a sum of four uniforms).
-    fn normal(&mut self, sd: f32) -> f32 {
-        (0..4).map(|_| self.signed()).sum::<f32>() * sd
-    }
-}
+mod common;
+use common::Rng;
 
 /// The shapes of SPEC section 4 (on a few tokens) and small edge shapes:
 /// (T, E, G, L, k).

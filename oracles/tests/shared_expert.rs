@@ -18,24 +18,8 @@ use oracles::profile::shared_expert::SharedExpertProfile;
 use oracles::profile_oracle::shared_expert::{backward_on, forward_on};
 use std::time::Instant;
 
-/// xorshift64*: a fixed, dependency-free source of varied cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    /// Uniform in [-1, 1).
-    fn signed(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
+mod common;
+use common::Rng;
 
 /// x truncated to bf16 (a bf16 value near x).
 fn bf16_trunc(x: f32) -> f32 {
@@ -83,29 +67,35 @@ fn tiled() -> SharedExpertProfile {
     }
 }
 
+/// Profile `p` forward and backward on case `c` (number `i`), on f32 and
+/// on the bounded type: the bounded run's value is the f32 run's bits (its
+/// decisions' values too), and every output is within its bound of the
+/// exact result, none unbounded. Returns the outputs judged, those left
+/// undetermined (a near tie the bound cannot settle), and dX.
+fn within_bound(c: &SharedExpertCase, p: &SharedExpertProfile, i: usize) -> (usize, usize, Vec<f32>) {
+    let fwd = forward::<SharedExpert>(c, p).unwrap();
+    let fr = ForwardReference::<SharedExpert>::new(c, p).unwrap();
+    assert_eq!(bits(&fwd.y), bits(&fr.bounded.out.y.iter().map(|b| b.x).collect::<Vec<_>>()));
+    let fa = fr.judge(c, &fwd);
+    let bwd = backward::<SharedExpert>(c, p).unwrap();
+    let br = BackwardReference::<SharedExpert>::new(c, p).unwrap();
+    assert_eq!(bits(&bwd.dx), bits(&br.bounded.out.dx.iter().map(|b| b.x).collect::<Vec<_>>()));
+    let ba = br.judge(c, &bwd);
+    for acc in [&fa, &ba] {
+        assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
+        assert_eq!(acc.unbounded, 0, "case {i}");
+    }
+    (fa.judged + ba.judged, fa.undetermined + ba.undetermined, bwd.dx)
+}
+
 #[test]
 fn the_profile_oracle_is_within_its_bound_of_the_exact_result() {
     let mut judged = 0;
     for i in 0..24 {
         let p = if i % 2 == 0 { SharedExpertProfile::serial() } else { tiled() };
-        let c = varied(i);
-        let fwd = forward::<SharedExpert>(&c, &p).unwrap();
-        let fr = ForwardReference::<SharedExpert>::new(&c, &p).unwrap();
-        // The bounded run executes the same profile: its f32 half is the
-        // oracle's bits, and so are its decisions' values.
-        assert_eq!(bits(&fwd.y), bits(&fr.bounded.out.y.iter().map(|b| b.x).collect::<Vec<_>>()));
-        let acc = fr.judge(&c, &fwd);
-        assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
-        assert_eq!((acc.unbounded, acc.undetermined), (0, 0), "case {i}");
-        judged += acc.judged;
-
-        let bwd = backward::<SharedExpert>(&c, &p).unwrap();
-        let br = BackwardReference::<SharedExpert>::new(&c, &p).unwrap();
-        assert_eq!(bits(&bwd.dx), bits(&br.bounded.out.dx.iter().map(|b| b.x).collect::<Vec<_>>()));
-        let acc = br.judge(&c, &bwd);
-        assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
-        assert_eq!((acc.unbounded, acc.undetermined), (0, 0), "case {i}");
-        judged += acc.judged;
+        let (n, undetermined, _) = within_bound(&varied(i), &p, i);
+        assert_eq!(undetermined, 0, "case {i}");
+        judged += n;
     }
     assert!(judged > 500, "{judged}");
 }
@@ -127,21 +117,10 @@ fn the_mma_profile_is_within_its_bound_and_is_not_serial() {
         let mut val = |n: usize, s: f32| (0..n).map(|_| bf16_trunc(rng.signed() * s)).collect::<Vec<f32>>();
         let (x, w1, w2, dy) = (val(t * h, 3.0), val(2 * f * h, 0.5), val(h * f, 0.5), val(t * h, 1.0));
         let c = dense(t, h, f, x, w1, w2, dy);
-        let fwd = forward::<SharedExpert>(&c, &p).unwrap();
-        let fr = ForwardReference::<SharedExpert>::new(&c, &p).unwrap();
-        assert_eq!(bits(&fwd.y), bits(&fr.bounded.out.y.iter().map(|b| b.x).collect::<Vec<_>>()));
-        let acc = fr.judge(&c, &fwd);
-        assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
-        judged += acc.judged;
-        let bwd = backward::<SharedExpert>(&c, &p).unwrap();
-        let br = BackwardReference::<SharedExpert>::new(&c, &p).unwrap();
-        assert_eq!(bits(&bwd.dx), bits(&br.bounded.out.dx.iter().map(|b| b.x).collect::<Vec<_>>()));
-        let acc = br.judge(&c, &bwd);
-        assert!(acc.outside.is_empty(), "case {i}: {:?}", acc.outside);
-        assert_eq!(acc.unbounded, 0, "case {i}");
-        judged += acc.judged;
+        let (n, _, dx) = within_bound(&c, &p, i);
+        judged += n;
         let sdx = backward::<SharedExpert>(&c, &serial).unwrap().dx;
-        differ += bwd.dx.iter().zip(&sdx).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        differ += dx.iter().zip(&sdx).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
     }
     assert!(judged > 1000, "{judged}");
     assert!(differ > 0, "the MMA profile's dX is serial's bit for bit");
