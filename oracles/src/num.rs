@@ -437,6 +437,11 @@ mod tests {
         };
         let cancel = check(&[1024.0, -1024.0, 2f32.powi(-20)], &[1.0, 1.0, 1.0]);
         assert_eq!(cancel.x, 0.0);
+        // The grid is set by the factors' exponents together: 1 * 32 has the
+        // exponent 0 + 5, its grid 2^-20, and 32 * 1.75 * 2^-26 (0.875 of
+        // it) truncates to 0.
+        let scaled = check(&[1.0, -1.0, 1.75 * 2f32.powi(-26)], &[32.0; 3]);
+        assert_eq!(scaled.x, 0.0);
         let mut state = 0x2545_f491_4f6c_dd1du64;
         for n in [5usize, 16, 17, 40, 64] {
             for _ in 0..50 {
