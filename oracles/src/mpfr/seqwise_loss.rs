@@ -211,6 +211,20 @@ pub fn gradient_entries(case: &SeqwiseCase, max: usize) -> Vec<(usize, usize)> {
 mod tests {
     use super::*;
 
+    /// A selected and an unselected score within the step of each other are
+    /// a kink (the step may swap them); a score far from every score of the
+    /// other side is not. Scores 0.5 + 2^-22 (chosen, k = 1), 0.5 and 0.25,
+    /// step 2^-20.
+    #[test]
+    fn a_selection_edge_within_the_step_is_a_kink() {
+        let c = SeqwiseCase::dense(1, 3, vec![0.5, 0.5 + 2f32.powi(-22), 0.25], Objective::UnbiasedTopK { k: 1 });
+        let h = Float::with_val(FD_PREC, 2f64.powi(-20));
+        let selected = [false, true, false];
+        assert!(is_kink(&c, 0, 1, &h, &selected, false));
+        assert!(is_kink(&c, 0, 0, &h, &selected, false));
+        assert!(!is_kink(&c, 0, 2, &h, &selected, false));
+    }
+
     /// |d_t| = |sum of s + 1e-20| for the loss's own map, max(sum |s|,
     /// eps) for a provided one (SPEC section 3), exactly: the signs of the
     /// scores count in the first and not in the second.
