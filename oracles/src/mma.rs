@@ -423,6 +423,8 @@ mod tests {
         let nan = H100_BF16.dot_add(&[f32::INFINITY, 1.0], &[1.0, 1.0], f32::NEG_INFINITY);
         assert_eq!(nan.to_bits(), NAN_BITS);
         assert_eq!(H100_BF16.dot_add(&[1.0], &[1.0], f32::NAN).to_bits(), NAN_BITS);
+        assert_eq!(H100_BF16.dot_add(&[f32::NAN, 1.0], &[1.0, 1.0], 0.0).to_bits(), NAN_BITS);
+        assert_eq!(H100_BF16.dot_add(&[1.0, 1.0], &[2.0, f32::NAN], 0.0).to_bits(), NAN_BITS);
         assert_eq!(H100_BF16.dot_add(&[-2.0], &[f32::INFINITY], 5.0), f32::NEG_INFINITY);
         assert_eq!(H100_BF16.dot_add(&[2.0], &[f32::INFINITY], 5.0), f32::INFINITY);
         assert_eq!(H100_BF16.dot_add(&[f32::NEG_INFINITY], &[-0.5], -5.0), f32::INFINITY);
@@ -437,6 +439,11 @@ mod tests {
         assert_eq!(H100_BF16.dot_add(&[1.0], &[-1.0], 1.0).to_bits(), 0);
         assert_eq!(H100_BF16.dot_add(&[1.5 * p(-75)], &[-p(-75)], 0.0).to_bits(), 0);
         assert_eq!(H100_BF16.dot_add(&[p(-140)], &[-p(-140)], 0.0).to_bits(), 0);
+        // Two subnormal factors of 2^-127 (raw exponents -126 each): the
+        // product 2^-254 stays on its grid (2^-277) and truncates to zero
+        // only at the output, 128 binades below f32's last bit.
+        assert_eq!(H100_BF16.dot_add(&[p(-127)], &[-p(-127)], 0.0).to_bits(), 0);
+        assert_eq!(H100_BF16.dot_add(&[p(-127)], &[p(-127)], 0.0).to_bits(), 0);
     }
 
     /// Renormalised, a product below 2 (1 * 1) aligns by exponent 0: four
