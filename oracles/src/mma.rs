@@ -254,6 +254,14 @@ fn pow2(k: i32) -> f64 {
     f64::from_bits(((1023 + k) as u64) << 52)
 }
 
+/// The exponent a finite f32 enters a step with: floor(log2 |x|), and -126
+/// for a subnormal (the exponent `decode` gives it). A product's raw
+/// exponent is the sum of its factors'; the model never aligns a term by
+/// more, so 2^(max raw - frac_bits) bounds a step's quantum.
+pub fn raw_exponent(x: f32) -> i32 {
+    (((x.to_bits() >> 23) & 0xff) as i32).max(1) - 127
+}
+
 #[cfg(test)]
 mod tests {
     //! Each expected value below is worked out by hand in its comment, from

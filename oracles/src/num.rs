@@ -60,8 +60,7 @@ pub trait Num: Clone + std::fmt::Debug {
     /// is the serial sum of the products: the exact value for the exact
     /// types (the real number does not depend on the model). `f32` runs the
     /// model; [`Bounded`] runs it with a rigorous bound.
-    fn dot_mma(model: &crate::mma::MmaModel, a: &[Self], b: &[f32]) -> Self {
-        let _ = model;
+    fn dot_mma(_model: &crate::mma::MmaModel, a: &[Self], b: &[f32]) -> Self {
         let mut acc = Self::zero();
         for (x, &y) in a.iter().zip(b) {
             acc = acc.add(&x.mul(&Self::input(y)));
@@ -335,8 +334,7 @@ impl Num for Bounded {
         for (v, &w) in a.iter().zip(b) {
             err = add_up(err, mul_up(v.err, w.abs() as f64));
         }
-        // floor(log2 |x|), at least -126 (f32's subnormals share 2^-126).
-        let raw = |x: f32| (((x.to_bits() >> 23) & 0xff) as i32).max(1) - 127;
+        let raw = crate::mma::raw_exponent;
         let out_rel = add_up(1.0, 2f64.powi(-22)) * 2f64.powi(-23);
         let mut d = 0.0f32;
         for (xa, xb) in xs.chunks(crate::mma::K).zip(b.chunks(crate::mma::K)) {
