@@ -1,5 +1,6 @@
-//! GPU timing of the strict (`serial` profile) shared-expert kernels with
-//! CUDA events, medians of many runs: forward, backward and both, and each
+//! GPU timing of a CUDA subject's shared-expert kernels (the strict ones,
+//! profile `serial`, or with `--variant tc` the tensor-core ones, profile
+//! `mma16-h100`) with CUDA events, medians of many runs: forward, backward and both, and each
 //! of the five kernels alone, at DeepSeek-V3's shared expert (H = 7168, F =
 //! 2048) and the seed's contract (H = 4096, F = 2048), for several T.
 //!
@@ -18,17 +19,18 @@
 //! replayed five times a timing (the mean), as benches/torch_shared_expert.py
 //! times PyTorch: the host's submission latency does not count.
 //!
-//! Usage: gpu_shared_expert [--json PATH] [--iters N] [--warmup N]
-//!        [--only T] [--quick] [--no-check] (--quick: T = 2048 at H = 4096
-//!        only; --no-check: time without the oracle check, for tuning)
+//! Usage: gpu_shared_expert [--variant strict|tc] [--json PATH] [--iters N]
+//!        [--warmup N] [--only T] [--quick] [--table] [--no-check] (--quick:
+//!        T = 2048 at H = 4096 only; --table: the speed table's shapes, those
+//!        of the cuBLAS subjects; --no-check: time without the oracle check,
+//!        for tuning)
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0.
 
-use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Step};
-use bitparity::subject::SubjectError;
+use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Step, Variant};
+use bitparity::subject::{Subject, SubjectError};
 use oracles::case::shared_expert::SharedExpertCase;
 use oracles::case::Layout;
 use oracles::op::{self, shared_expert::SharedExpert};
-use oracles::profile::shared_expert::SharedExpertProfile;
 
 /// (T, H, F).
 const SHAPES: [(usize, usize, usize); 10] = [
@@ -89,9 +91,9 @@ fn check(cuda: &CudaSharedExpert, c: &SharedExpertCase) -> Result<Option<String>
     let h = c.h;
     let mut rows = vec![0, c.t / 2, c.t - 1];
     rows.dedup();
+    let p = cuda.profile().ok_or("the CUDA subject claims no profile")?;
     for r in rows {
         let one = c.rows(r..r + 1);
-        let p = SharedExpertProfile::serial();
         let yr = op::forward::<SharedExpert>(&one, &p).map_err(|x| x.to_string())?.y;
         let dxr = op::backward::<SharedExpert>(&one, &p).map_err(|x| x.to_string())?.dx;
         if !same(&y[r * h..(r + 1) * h], &yr) {
@@ -161,6 +163,8 @@ fn main() {
     let mut only = None::<usize>;
     let mut quick = false;
     let mut no_check = false;
+    let mut table = false;
+    let mut variant = Variant::Strict;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut num = |d: usize| it.next().and_then(|s| s.parse().ok()).unwrap_or(d);
@@ -171,10 +175,21 @@ fn main() {
             "--only" => only = Some(num(0)),
             "--quick" => quick = true,
             "--no-check" => no_check = true,
+            "--table" => table = true,
+            "--variant" => {
+                variant = match it.next().as_deref() {
+                    Some("strict") => Variant::Strict,
+                    Some("tc") => Variant::TensorCore,
+                    v => {
+                        eprintln!("--variant takes strict or tc, not {v:?}");
+                        std::process::exit(2);
+                    }
+                }
+            }
             _ => {} // cargo bench passes --bench
         }
     }
-    let cuda = match probe() {
+    let cuda = match probe(variant) {
         Ok(c) => c,
         Err(reason) => {
             println!("SKIPPED gpu_shared_expert bench: no CUDA subject: {reason}");
@@ -185,8 +200,11 @@ fn main() {
         let dev = cuda.device();
         let e = |x: SubjectError| x.to_string();
         println!(
-            "device {} ({} SMs); strict kernels, profile serial; TFLOP/s of the executed FLOPs (model: bwd without z's recomputation)",
-            dev.info.name, dev.info.multiprocessors
+            "device {} ({} SMs); subject {}, profile {}; TFLOP/s of the executed FLOPs (model: bwd without z's recomputation)",
+            dev.info.name,
+            dev.info.multiprocessors,
+            variant.name(),
+            variant.profile().name
         );
         println!(
             "{:>18} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}  {:>42}  check",
@@ -203,7 +221,10 @@ fn main() {
         );
         let mut rows = Vec::new();
         for &(t, h, f) in &SHAPES {
-            if only.is_some_and(|o| o != t) || (quick && (t, h) != (2048, 4096)) {
+            if only.is_some_and(|o| o != t)
+                || (quick && (t, h) != (2048, 4096))
+                || (table && !LIBRARY_SHAPES.contains(&(t, h, f)))
+            {
                 continue;
             }
             let c = case(t, h, f);
@@ -276,6 +297,7 @@ fn main() {
             }));
         }
         Ok(serde_json::json!({
+            "subject": variant.name(), "profile": variant.profile().name,
             "device": dev.info.name,
             "compute_capability": format!("{}.{}", dev.info.compute_capability.0, dev.info.compute_capability.1),
             "driver_cuda_version": dev.info.driver_cuda_version,

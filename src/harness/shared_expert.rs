@@ -103,13 +103,22 @@ impl Harness for SharedExpert {
     }
 
     fn device() -> Result<SubjectRef<Self>, String> {
-        crate::subject::cuda::shared_expert::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
+        use crate::subject::cuda::shared_expert::{probe, Variant};
+        probe(Variant::Strict).map(|c| Arc::new(c) as SubjectRef<Self>)
     }
 
-    const LIBRARIES: &'static [&'static str] = &crate::subject::cuda::shared_expert_cublas::NAMES;
+    /// The tensor-core kernel (not a default subject while its profile's
+    /// MMA model is unconfirmed for subnormal results: docs/mma.md), then
+    /// cuBLAS's variants.
+    const LIBRARIES: &'static [&'static str] =
+        &["cuda-tc", "cublas", "cublas-fp32-reduction", "cublaslt-pinned", "cublaslt-pinned-aligned"];
 
     fn library(name: &str) -> Result<SubjectRef<Self>, String> {
+        use crate::subject::cuda::shared_expert::{probe as probe_cuda, Variant as Kernel};
         use crate::subject::cuda::shared_expert_cublas::{probe, Variant};
+        if name == Kernel::TensorCore.name() {
+            return probe_cuda(Kernel::TensorCore).map(|c| Arc::new(c) as SubjectRef<Self>);
+        }
         let Some(v) = Variant::ALL.into_iter().find(|v| v.name() == name) else {
             return Err(format!("shared_expert: no library subject {name:?}"));
         };

@@ -46,6 +46,8 @@ pub enum KernelId {
     SeqwiseLoss,
     Router,
     SharedExpert,
+    /// shared_expert on the tensor cores (subject `cuda-tc`).
+    SharedExpertTc,
     /// The SwiGLU epilogues between the cuBLAS subject's GEMMs
     /// ([`shared_expert_cublas`]).
     SharedExpertCublas,
@@ -57,10 +59,11 @@ pub enum KernelId {
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 6] = [
+    pub const ALL: [KernelId; 7] = [
         KernelId::SeqwiseLoss,
         KernelId::Router,
         KernelId::SharedExpert,
+        KernelId::SharedExpertTc,
         KernelId::SharedExpertCublas,
         KernelId::ExpfCheck,
         KernelId::MmaCheck,
@@ -74,6 +77,9 @@ impl KernelId {
             KernelId::Router => KernelSource { name: "router.cu", text: include_str!("../../../kernels/router.cu") },
             KernelId::SharedExpert => {
                 KernelSource { name: "shared_expert.cu", text: include_str!("../../../kernels/shared_expert.cu") }
+            }
+            KernelId::SharedExpertTc => {
+                KernelSource { name: "shared_expert_tc.cu", text: include_str!("../../../kernels/shared_expert_tc.cu") }
             }
             KernelId::SharedExpertCublas => KernelSource {
                 name: "shared_expert_cublas.cu",
@@ -90,14 +96,15 @@ impl KernelId {
 
     /// The op whose CUDA subject this kernel is, the one `bitparity mutants`
     /// hunts its mutants with: none for the exp and MMA checks (each judged
-    /// by its own check) and for the cuBLAS subject's epilogues (a vendor
-    /// library's subject, not a kernel under test).
+    /// by its own check), for the cuBLAS subject's epilogues (a vendor
+    /// library's subject, not a kernel under test), and, for now, for the
+    /// tensor-core kernel (`mutants` runs an op's one CUDA subject, `cuda`).
     pub fn op(self) -> Option<&'static str> {
         match self {
             KernelId::SeqwiseLoss => Some("seqwise_loss"),
             KernelId::Router => Some("router"),
             KernelId::SharedExpert => Some("shared_expert"),
-            KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
+            KernelId::SharedExpertTc | KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
         }
     }
 

@@ -1,11 +1,16 @@
-//! The CUDA subject of `shared_expert` (SPEC section 5):
-//! `kernels/shared_expert.cu`, compiled at run time by NVRTC on first use and
-//! run on the process's one [`Device`], profile `serial` (every dot product
-//! serial ascending, mul then add each rounded, bf16 round to nearest even).
+//! The CUDA subjects of `shared_expert` (SPEC section 5), one per kernel
+//! source, compiled at run time by NVRTC on first use and run on the
+//! process's one [`Device`] ([`Variant`]):
+//! - `cuda`: `kernels/shared_expert.cu`, profile `serial` (every dot product
+//!   serial ascending, mul then add each rounded), register-tiled SIMT GEMMs
+//!   in which every output element is one thread's serial loop;
+//! - `cuda-tc`: `kernels/shared_expert_tc.cu`, profile `mma16-h100` (every
+//!   dot product a chain of tensor-core `mma.sync` steps over K in blocks of
+//!   16, ascending), each output's chain in one warp.
 //!
-//! Five launches, each a register-tiled SIMT GEMM in which every output
-//! element is one thread's serial loop over its whole inner dimension (no
-//! split-K, the same kernels for every T): batch-invariant by construction.
+//! Both sources keep one launch contract, so one launcher runs either. Five
+//! launches, no split-K, the same kernels for every T: batch-invariant by
+//! construction.
 //! - forward: `se_gate_up_fwd` (z = x w1^T with the SwiGLU epilogue: h, bf16)
 //!   then `se_gemm_nk_bf16` (y = bf16(h w2^T));
 //! - backward: `se_gemm_kn_bf16` (dh = bf16(dy w2)), `se_gate_up_bwd` (z
@@ -103,24 +108,60 @@ struct Kernels {
     gemm_kn_f32: CudaFunction,
 }
 
-/// The CUDA subject of `shared_expert`, profile `serial`. Cheap to clone.
+/// Which kernel source a subject runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// `kernels/shared_expert.cu`, profile `serial`: the subject `cuda`.
+    Strict,
+    /// `kernels/shared_expert_tc.cu`, profile `mma16-h100`: `cuda-tc`.
+    TensorCore,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 2] = [Variant::Strict, Variant::TensorCore];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Strict => "cuda",
+            Variant::TensorCore => "cuda-tc",
+        }
+    }
+
+    pub fn kernel(self) -> KernelId {
+        match self {
+            Variant::Strict => KernelId::SharedExpert,
+            Variant::TensorCore => KernelId::SharedExpertTc,
+        }
+    }
+
+    /// The profile the kernel source declares and the subject claims.
+    pub fn profile(self) -> SharedExpertProfile {
+        match self {
+            Variant::Strict => SharedExpertProfile::serial(),
+            Variant::TensorCore => SharedExpertProfile::mma_h100(),
+        }
+    }
+}
+
+/// A CUDA subject of `shared_expert`. Cheap to clone.
 #[derive(Clone)]
 pub struct CudaSharedExpert {
+    variant: Variant,
     dev: Arc<Device>,
     kernels: Arc<Kernels>,
 }
 
-/// Opens the GPU (shared with every op) and loads
-/// `kernels/shared_expert.cu`, once per process. `Err` is the reason this
-/// op's CUDA subject cannot run here; it disables no other op's subject.
-pub fn probe() -> Result<CudaSharedExpert, String> {
-    static SUBJECT: OnceLock<Result<CudaSharedExpert, String>> = OnceLock::new();
-    SUBJECT.get_or_init(load).clone()
+/// Opens the GPU (shared with every op) and loads the variant's kernel
+/// source, once per process. `Err` is the reason this subject cannot run
+/// here; it disables no other subject.
+pub fn probe(variant: Variant) -> Result<CudaSharedExpert, String> {
+    static SUBJECTS: [OnceLock<Result<CudaSharedExpert, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    SUBJECTS[variant as usize].get_or_init(|| load(variant)).clone()
 }
 
-fn load() -> Result<CudaSharedExpert, String> {
+fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
     let dev = device()?;
-    let function = |n: &str| dev.function(KernelId::SharedExpert, n);
+    let function = |n: &str| dev.function(variant.kernel(), n);
     let kernels = Kernels {
         gate_up_fwd: function("se_gate_up_fwd")?,
         gate_up_bwd: function("se_gate_up_bwd")?,
@@ -128,7 +169,7 @@ fn load() -> Result<CudaSharedExpert, String> {
         gemm_kn_bf16: function("se_gemm_kn_bf16")?,
         gemm_kn_f32: function("se_gemm_kn_f32")?,
     };
-    Ok(CudaSharedExpert { dev, kernels: Arc::new(kernels) })
+    Ok(CudaSharedExpert { variant, dev, kernels: Arc::new(kernels) })
 }
 
 /// A case on the GPU: its inputs (bf16 bits), the intermediates and the
@@ -242,12 +283,12 @@ impl Step {
 
 impl Subject<SharedExpert> for CudaSharedExpert {
     fn name(&self) -> String {
-        "cuda".into()
+        self.variant.name().into()
     }
 
-    /// The profile every kernel of kernels/shared_expert.cu implements.
+    /// The profile every kernel of the variant's source implements.
     fn profile(&self) -> Option<SharedExpertProfile> {
-        Some(SharedExpertProfile::serial())
+        Some(self.variant.profile())
     }
 
     fn kind(&self) -> SubjectKind {
@@ -438,40 +479,53 @@ mod tests {
     use crate::subject::cuda::declared_profile_name;
     use oracles::case::Layout;
 
-    fn source() -> &'static str {
-        KernelId::SharedExpert.source().text
-    }
-
-    fn define(name: &str) -> Option<u64> {
-        source().lines().find_map(|l| {
+    fn define(source: &str, name: &str) -> Option<u64> {
+        source.lines().find_map(|l| {
             let rest = l.strip_prefix("#define ")?.strip_prefix(name)?;
             rest.split_whitespace().next()?.parse().ok()
         })
     }
 
+    /// Each variant's source declares the profile its subject claims, keeps
+    /// the one launch contract (block size, tile, the five entry points)
+    /// and has no fused or fast-math arithmetic outside the MMA.
     #[test]
-    fn kernel_source_declares_its_profile_and_tiles() {
-        let declared = declared_profile_name(&KernelId::SharedExpert.source());
-        assert_eq!(declared, Some(SharedExpertProfile::serial().name.as_str()));
-        // The subject claims exactly the profile its source declares, and
-        // that profile is serial ascending in every dot product.
-        let cuda_profile = SharedExpertProfile::by_name("serial").expect("a shipped profile");
+    fn kernel_sources_declare_their_profiles_and_the_launch_contract() {
         use oracles::order::ReductionOrder::Serial;
-        assert_eq!(
-            (cuda_profile.z, cuda_profile.y, cuda_profile.dh, cuda_profile.dx),
-            (Serial, Serial, Serial, Serial)
-        );
-        assert_eq!(define("BP_SE_THREADS"), Some(THREADS as u64));
-        assert_eq!(define("BP_SE_BM"), Some(TILE_M as u64));
-        assert_eq!(define("BP_SE_BN"), Some(TILE_N as u64));
-        for k in ["se_gate_up_fwd(", "se_gate_up_bwd(", "BP_SE_GEMM(se_gemm_nk_bf16,", "BP_SE_GEMM(se_gemm_kn_bf16,"] {
-            assert!(source().contains(k), "{k}");
-        }
-        assert!(source().contains("BP_SE_GEMM(se_gemm_kn_f32,"));
-        assert!(source().contains("#include \"expf.cuh\""));
-        // Strictness: no fused or fast-math arithmetic in the kernels.
-        for banned in ["__fmaf", "fmaf(", "__expf", "__fdividef", "__frcp_r"] {
-            assert!(!source().contains(banned), "{banned} in shared_expert.cu");
+        for v in Variant::ALL {
+            let source = v.kernel().source();
+            let text = source.text;
+            assert_eq!(declared_profile_name(&source), Some(v.profile().name.as_str()), "{}", source.name);
+            let shipped = SharedExpertProfile::all().into_iter().find(|p| p.name == v.profile().name);
+            match v {
+                // serial ascending in every dot product, a shipped profile.
+                Variant::Strict => {
+                    let p = shipped.expect("a shipped profile");
+                    assert_eq!((p.z, p.y, p.dh, p.dx), (Serial, Serial, Serial, Serial));
+                    assert_eq!(p.mma, None);
+                    for k in ["BP_SE_GEMM(se_gemm_nk_bf16,", "BP_SE_GEMM(se_gemm_kn_bf16,", "BP_SE_GEMM(se_gemm_kn_f32,"] {
+                        assert!(text.contains(k), "{k}");
+                    }
+                }
+                // every dot product on the H100's MMA model; not shipped.
+                Variant::TensorCore => {
+                    assert!(shipped.is_none());
+                    assert_eq!(v.profile().mma.as_deref(), Some(oracles::mma::H100_BF16.name));
+                    assert!(text.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+                    for k in ["BP_TC_GEMM(se_gemm_nk_bf16,", "BP_TC_GEMM(se_gemm_kn_bf16,", "BP_TC_GEMM(se_gemm_kn_f32,"] {
+                        assert!(text.contains(k), "{k}");
+                    }
+                }
+            }
+            assert_eq!(define(text, "BP_SE_THREADS"), Some(THREADS as u64), "{}", source.name);
+            assert_eq!(define(text, "BP_SE_BM"), Some(TILE_M as u64), "{}", source.name);
+            assert_eq!(define(text, "BP_SE_BN"), Some(TILE_N as u64), "{}", source.name);
+            for k in ["se_gate_up_fwd(", "se_gate_up_bwd(", "#include \"expf.cuh\""] {
+                assert!(text.contains(k), "{}: {k}", source.name);
+            }
+            for banned in ["__fmaf", "fmaf(", "__expf", "__fdividef", "__frcp_r"] {
+                assert!(!text.contains(banned), "{banned} in {}", source.name);
+            }
         }
     }
 
