@@ -33,6 +33,12 @@
 //! f32, the NaN's bits, the sign of a zero result) are the models' reading,
 //! not documented by NVIDIA; the check's generator has a class for each.
 //!
+//! On the H200 (reports/mma-2026-12-02/: 33.8 million outputs) every normal,
+//! zero, infinite and NaN result matched this model, and every neighbour
+//! was refuted; 44 of 168,275 subnormal results did not (one subnormal ulp
+//! larger in magnitude than point 3's truncation). Point 3 is open for
+//! subnormal results (docs/mma.md).
+//!
 //! Inputs are f32 values; bf16 inputs are f32 values with the low 16 bits
 //! zero. Everything is exact integer arithmetic: no f32 or f64 operation
 //! decides a bit.

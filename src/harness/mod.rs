@@ -106,8 +106,8 @@ pub trait Harness: Op + crate::exec::Wire {
     fn model(profile: &Self::Profile) -> SubjectRef<Self>;
     /// The op's GPU subject, or why it cannot run here.
     fn device() -> Result<SubjectRef<Self>, String>;
-    /// The names of the op's vendor-library subjects (shared_expert's
-    /// `cublas`): judged as claiming no profile, run only when named.
+    /// The names of the op's subjects that run only when named
+    /// (shared_expert's tensor-core kernels `cuda-tc` and cuBLAS variants).
     const LIBRARIES: &'static [&'static str] = &[];
     /// The vendor-library subject of that name, or why it cannot run here.
     fn library(name: &str) -> Result<SubjectRef<Self>, String> {
@@ -276,23 +276,26 @@ mod tests {
         fuzz_bytes_contract::<oracles::op::shared_expert::SharedExpert>();
     }
 
-    /// `cublas` names shared_expert's cuBLAS subject: where it cannot run
-    /// (no GPU, no libcublas) the run is unavailable, never an unknown name
-    /// and never a pass; the other ops have no such subject.
+    /// `cublas` and `cuda-tc` name shared_expert's cuBLAS and tensor-core
+    /// subjects: where they cannot run (no GPU, no libcublas, no NVRTC) the
+    /// run is unavailable, never an unknown name and never a pass; the other
+    /// ops have no such subjects.
     #[test]
-    fn cublas_is_a_subject_of_shared_expert_only() {
+    fn cublas_and_cuda_tc_are_subjects_of_shared_expert_only() {
         use oracles::op::shared_expert::SharedExpert;
-        match resolve::<SharedExpert>("cublas") {
-            Ok(s) => assert_eq!(s[0].name(), "cublas"),
-            Err(ResolveError::Unavailable(r)) => assert!(r.starts_with("shared_expert cublas: "), "{r}"),
-            Err(e) => panic!("cublas: {e}"),
-        }
-        for e in [resolve::<SeqwiseLoss>("cublas").err(), resolve::<Router>("cublas").err()] {
-            assert!(matches!(e, Some(ResolveError::Unknown(_))), "{e:?}");
+        for name in ["cublas", "cuda-tc"] {
+            match resolve::<SharedExpert>(name) {
+                Ok(s) => assert_eq!(s[0].name(), name),
+                Err(ResolveError::Unavailable(r)) => assert!(r.starts_with(&format!("shared_expert {name}: ")), "{r}"),
+                Err(e) => panic!("{name}: {e}"),
+            }
+            for e in [resolve::<SeqwiseLoss>(name).err(), resolve::<Router>(name).err()] {
+                assert!(matches!(e, Some(ResolveError::Unknown(_))), "{e:?}");
+            }
         }
         let Err(ResolveError::Unknown(m)) = resolve::<SharedExpert>("cublass") else { panic!("a typo resolves") };
         assert!(
-            m.contains("cuda, cublas, cublas-fp32-reduction, cublaslt-pinned, cublaslt-pinned-aligned, bugs"),
+            m.contains("cuda, cuda-tc, cublas, cublas-fp32-reduction, cublaslt-pinned, cublaslt-pinned-aligned, bugs"),
             "{m}"
         );
         assert!(

@@ -48,9 +48,9 @@ impl SharedExpertProfile {
     /// A kernel on the tensor cores with a fixed K tiling and no split-K
     /// (SPEC section 5): every dot product a chain of `mma.m16n8k16` steps in
     /// ascending K on the H100's model ([`crate::mma::H100_BF16`]); the
-    /// element-wise steps as in `serial`. Not shipped (not in [`Self::all`]):
-    /// no kernel claims it yet, and the model is not yet confirmed on the
-    /// GPU (docs/mma.md).
+    /// element-wise steps as in `serial`. Claimed by the tensor-core kernels
+    /// (`kernels/shared_expert_tc.cu`). Not shipped (not in [`Self::all`])
+    /// while the model is open for subnormal step results (docs/mma.md).
     pub fn mma_h100() -> Self {
         SharedExpertProfile {
             name: "mma16-h100".into(),
