@@ -20,15 +20,17 @@
 // ---------------------------------------------------------------------------
 // Design: a block of 256 threads (8 warps, 2 x 4) computes a 128 x 128 tile;
 // each warp 64 x 32 of it, as 4 x 4 mma tiles of 16 x 8. K advances by 32
-// (two mma steps) through shared memory, double-buffered: cp.async copies
-// 16 bytes when the source is 16-byte aligned and whole, otherwise the
-// thread loads the 8 values one by one with zeros past the edges (odd H,
-// offsets 1..3, odd row strides: slower, the same bits). Fragments come
-// from shared memory by ldmatrix (.trans for the K x N operands).
+// (two mma steps) through BP_TC_STAGES buffers of shared memory, the copies
+// of the next stages in flight while one computes: cp.async copies 16 bytes
+// when the source is 16-byte aligned and whole, otherwise the thread loads
+// the 8 values one by one with zeros past the edges (odd H, offsets 1..3,
+// odd row strides: slower, the same bits). Fragments come from shared
+// memory by ldmatrix (.trans for the K x N operands).
 //
-// Launch contract: kernels/shared_expert.cu's, unchanged, so that the one
-// subject (src/subject/cuda/shared_expert.rs) launches either: block (256,
-// 1, 1), no dynamic shared memory, grid.y = ceil(M / 128); the gate/up
+// Launch contract: kernels/shared_expert.cu's, so that the one subject
+// (src/subject/cuda/shared_expert.rs) launches either, except for shared
+// memory: BP_TC_SMEM bytes of dynamic shared memory (the function's limit
+// raised to it first). Block (256, 1, 1), grid.y = ceil(M / 128); the gate/up
 // kernels take grid.x = ceil(F / 64) (gate units j0 = 64 blockIdx.x ..
 // j0 + 63 and their up units), the GEMMs grid.x = ceil(N / 128).
 //   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h)
@@ -53,6 +55,10 @@
 #ifndef BP_TC_MIN_BLOCKS
 #define BP_TC_MIN_BLOCKS 2
 #endif
+// Shared-memory stages of K, and the dynamic shared memory they take (the
+// subject passes BP_TC_SMEM; keep the two in step: 4 x 20480).
+#define BP_TC_STAGES 4
+#define BP_TC_SMEM 81920
 
 namespace bp {
 namespace tc {
@@ -75,11 +81,12 @@ __device__ __forceinline__ float sigmoid(float g, const double* pow2) {
 enum BMode { B_NK = 0, B_KN = 1, B_GATE_UP = 2 };
 
 struct Tiles {
-    bf16_t a[2][BP_SE_BM * BP_TC_PITCH];
+    bf16_t a[BP_TC_STAGES][BP_SE_BM * BP_TC_PITCH];
     // [n][k] with pitch BP_TC_PITCH, or (B_KN) [k][n] with BP_TC_KN_PITCH.
-    bf16_t b[2][BP_SE_BN * BP_TC_PITCH];
+    bf16_t b[BP_TC_STAGES][BP_SE_BN * BP_TC_PITCH];
 };
 static_assert(BP_TC_BK * BP_TC_KN_PITCH <= BP_SE_BN * BP_TC_PITCH, "a K x N tile fits the B buffer");
+static_assert(sizeof(Tiles) == BP_TC_SMEM, "BP_TC_SMEM is the tiles' size");
 
 __device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
@@ -188,7 +195,6 @@ __device__ __forceinline__ void tile_mma(Tiles& sh, const bf16_t* __restrict__ a
                       b_aligned);
             }
         }
-        asm volatile("cp.async.commit_group;\n" ::);
     };
 
     // Two mma steps, k blocks kk = 0 and 16 of the stage, in that order.
@@ -225,20 +231,26 @@ __device__ __forceinline__ void tile_mma(Tiles& sh, const bf16_t* __restrict__ a
         }
     };
 
+    // One commit group per stage of K, empty past the end, so that waiting
+    // for all but the newest STAGES - 2 groups always means "stage s is in".
     const int stages = (K + BP_TC_BK - 1) / BP_TC_BK;
-    load(0, 0);
-    for (int s = 0; s < stages; ++s) {
-        if (s + 1 < stages) {
-            load((s + 1) & 1, (s + 1) * BP_TC_BK);
-            asm volatile("cp.async.wait_group 1;\n" ::);
-        } else {
-            asm volatile("cp.async.wait_group 0;\n" ::);
-        }
-        __syncthreads();
-        compute(s & 1);
-        // The next iteration's load overwrites this buffer.
-        __syncthreads();
+#pragma unroll
+    for (int s = 0; s < BP_TC_STAGES - 1; ++s) {
+        if (s < stages) load(s, s * BP_TC_BK);
+        asm volatile("cp.async.commit_group;\n" ::);
     }
+    for (int s = 0; s < stages; ++s) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(BP_TC_STAGES - 2));
+        // Stage s is in for every thread; every thread is done with stage
+        // s - 1, whose buffer the load below overwrites.
+        __syncthreads();
+        const int next = s + BP_TC_STAGES - 1;
+        if (next < stages) load(next % BP_TC_STAGES, next * BP_TC_BK);
+        asm volatile("cp.async.commit_group;\n" ::);
+        compute(s % BP_TC_STAGES);
+    }
+    // The epilogue may reuse nothing of the tiles, but every copy is done.
+    asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
 // The tile row and column (within the tile) of acc[mi][nf][e].
@@ -261,7 +273,8 @@ using namespace bp::tc;
 extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)
     se_gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1, int T,
                    int H, int F, bf16_t* __restrict__ h) {
-    __shared__ __align__(16) Tiles sh;
+    extern __shared__ __align__(16) unsigned char bp_tc_smem[];
+    Tiles& sh = *reinterpret_cast<Tiles*>(bp_tc_smem);
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);  // tile_mma's barriers order it before any read
     const int m0 = blockIdx.y * BP_SE_BM;
@@ -286,7 +299,8 @@ extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)
 extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)
     se_gate_up_bwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1,
                    const bf16_t* __restrict__ dh, int T, int H, int F, bf16_t* __restrict__ dz) {
-    __shared__ __align__(16) Tiles sh;
+    extern __shared__ __align__(16) unsigned char bp_tc_smem[];
+    Tiles& sh = *reinterpret_cast<Tiles*>(bp_tc_smem);
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);
     const int m0 = blockIdx.y * BP_SE_BM;
@@ -318,7 +332,8 @@ extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)                                \
         NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, int M, int N, \
              int K, OUT_T* __restrict__ out) {                                                                   \
-        __shared__ __align__(16) Tiles sh;                                                                       \
+        extern __shared__ __align__(16) unsigned char bp_tc_smem[];                                              \
+        Tiles& sh = *reinterpret_cast<Tiles*>(bp_tc_smem);                                                       \
         const int m0 = blockIdx.y * BP_SE_BM;                                                                    \
         const int n0 = blockIdx.x * BP_SE_BN;                                                                    \
         float acc[4][4][4];                                                                                      \

@@ -41,6 +41,8 @@ pub const THREADS: u32 = 256;
 /// `BP_SE_BM`, `BP_SE_BN`: the output tile of one block (rows x columns).
 pub const TILE_M: usize = 128;
 pub const TILE_N: usize = 128;
+/// `BP_TC_SMEM`: the tensor-core kernels' dynamic shared memory.
+pub const TC_SMEM: u32 = 81_920;
 /// Gate (and up) units per block of the gate/up kernels: half a tile.
 pub const TILE_UNITS: usize = TILE_N / 2;
 /// The most blocks a grid's y dimension takes (CUDA's limit).
@@ -101,6 +103,8 @@ pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
 }
 
 struct Kernels {
+    /// Dynamic shared memory of every launch ([`Variant::dynamic_smem`]).
+    smem: u32,
     gate_up_fwd: CudaFunction,
     gate_up_bwd: CudaFunction,
     gemm_nk_bf16: CudaFunction,
@@ -134,6 +138,16 @@ impl Variant {
         }
     }
 
+    /// Bytes of dynamic shared memory every kernel of the source takes
+    /// (`BP_TC_SMEM`: the tensor-core kernels' stages of K; the strict ones
+    /// use static shared memory only).
+    pub fn dynamic_smem(self) -> u32 {
+        match self {
+            Variant::Strict => 0,
+            Variant::TensorCore => TC_SMEM,
+        }
+    }
+
     /// The profile the kernel source declares and the subject claims.
     pub fn profile(self) -> SharedExpertProfile {
         match self {
@@ -163,12 +177,23 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
     let dev = device()?;
     let function = |n: &str| dev.function(variant.kernel(), n);
     let kernels = Kernels {
+        smem: variant.dynamic_smem(),
         gate_up_fwd: function("se_gate_up_fwd")?,
         gate_up_bwd: function("se_gate_up_bwd")?,
         gemm_nk_bf16: function("se_gemm_nk_bf16")?,
         gemm_kn_bf16: function("se_gemm_kn_bf16")?,
         gemm_kn_f32: function("se_gemm_kn_f32")?,
     };
+    if kernels.smem > 0 {
+        // A plain driver call: the context current on this thread first.
+        dev.ctx.bind_to_thread().map_err(|e| format!("{}: binding the context: {e}", variant.name()))?;
+        use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
+        for f in [&kernels.gate_up_fwd, &kernels.gate_up_bwd, &kernels.gemm_nk_bf16, &kernels.gemm_kn_bf16, &kernels.gemm_kn_f32]
+        {
+            f.set_attribute(MAX_DYN, kernels.smem as i32)
+                .map_err(|e| format!("{}: {} bytes of dynamic shared memory: {e}", variant.name(), kernels.smem))?;
+        }
+    }
     Ok(CudaSharedExpert { variant, dev, kernels: Arc::new(kernels) })
 }
 
@@ -304,9 +329,9 @@ impl Subject<SharedExpert> for CudaSharedExpert {
     }
 }
 
-fn cfg(grid_n: usize, grid_m: u32) -> LaunchConfig {
+fn cfg(grid_n: usize, grid_m: u32, smem: u32) -> LaunchConfig {
     // grid_n <= 2^31 / 64: N < 2^31 (plan).
-    LaunchConfig { grid_dim: (grid_n as u32, grid_m, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+    LaunchConfig { grid_dim: (grid_n as u32, grid_m, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem }
 }
 
 impl DeviceSharedExpertCase {
@@ -359,10 +384,11 @@ impl DeviceSharedExpertCase {
                 // + (T-1)*stride + H elements (SharedExpertCase::x_storage)
                 // and the kernel reads only the H values of each row; w1
                 // holds 2F x H; hid T x F. Every size is within i32 (plan);
-                // the grid is ceil(F/64) x ceil(T/128) <= 65535. Static shared
-                // memory only. The buffers outlive the launch (frees are
-                // stream-ordered).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m)) }.map_err(dev_err("se_gate_up_fwd launch"))?;
+                // the grid is ceil(F/64) x ceil(T/128) <= 65535. Dynamic
+                // shared memory as the source takes it (Kernels::smem, the
+                // limit raised at load). The buffers outlive the launch
+                // (frees are stream-ordered).
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gate_up_fwd launch"))?;
             }
             Step::Down => {
                 let mut b = s.launch_builder(&self.kernels.gemm_nk_bf16);
@@ -378,7 +404,7 @@ impl DeviceSharedExpertCase {
                 // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
                 // (T x H). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m)) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
             }
             Step::Dh => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_bf16);
@@ -395,7 +421,7 @@ impl DeviceSharedExpertCase {
                 // elements, only the H of each row read), b = w2 (H x F:
                 // element (n = j, k = i) at i*F + j), M = T, N = F, K = H,
                 // out = dh (T x F). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m)) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
             }
             Step::GateUpBwd => {
                 let mut b = s.launch_builder(&self.kernels.gate_up_bwd);
@@ -411,7 +437,7 @@ impl DeviceSharedExpertCase {
                 // SAFETY: matches se_gate_up_bwd's signature; x and w1 as in
                 // GateUpFwd, dh T x F, dz T x 2F. Sizes within i32; grid as
                 // in GateUpFwd.
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m)) }.map_err(dev_err("se_gate_up_bwd launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gate_up_bwd launch"))?;
             }
             Step::Dx => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_f32);
@@ -427,7 +453,7 @@ impl DeviceSharedExpertCase {
                 // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
                 // out = dx (T x H).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m)) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
             }
         }
         Ok(())
@@ -516,6 +542,9 @@ mod tests {
                         assert!(text.contains(k), "{k}");
                     }
                 }
+            }
+            if v == Variant::TensorCore {
+                assert_eq!(define(text, "BP_TC_SMEM"), Some(TC_SMEM as u64));
             }
             assert_eq!(define(text, "BP_SE_THREADS"), Some(THREADS as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BM"), Some(TILE_M as u64), "{}", source.name);
