@@ -18,9 +18,8 @@
 // without changing a bit.
 //
 // ---------------------------------------------------------------------------
-// Design: a block of 128 threads (4 warps, 2 x 2) computes a 128 x 128 tile;
-// each warp 64 x 64 of it, as 4 x 8 mma tiles of 16 x 8 (a k step of 32
-// mma reads 8 ldmatrix.x4 from shared memory). K advances by 32
+// Design: a block of 256 threads (8 warps, 2 x 4) computes a 128 x 128 tile;
+// each warp 64 x 32 of it, as 4 x 4 mma tiles of 16 x 8. K advances by 32
 // (two mma steps) through BP_TC_STAGES buffers of shared memory, the copies
 // of the next stages in flight while one computes: cp.async copies 16 bytes
 // when the source is 16-byte aligned and whole, otherwise the thread loads
@@ -29,10 +28,9 @@
 // memory by ldmatrix (.trans for the K x N operands).
 //
 // Launch contract: kernels/shared_expert.cu's, so that the one subject
-// (src/subject/cuda/shared_expert.rs) launches either, except for the block
-// and shared memory: block (BP_TC_THREADS = 128, 1, 1) and BP_TC_SMEM bytes
-// of dynamic shared memory (the function's limit raised to it first).
-// grid.y = ceil(M / 128); the gate/up
+// (src/subject/cuda/shared_expert.rs) launches either, except for shared
+// memory: BP_TC_SMEM bytes of dynamic shared memory (the function's limit
+// raised to it first). Block (256, 1, 1), grid.y = ceil(M / 128); the gate/up
 // kernels take grid.x = ceil(F / 64) (gate units j0 = 64 blockIdx.x ..
 // j0 + 63 and their up units), the GEMMs grid.x = ceil(N / 128).
 //   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h)
@@ -45,7 +43,7 @@
 #include "common.cuh"
 #include "expf.cuh"
 
-#define BP_TC_THREADS 128
+#define BP_SE_THREADS 256
 #define BP_SE_BM 128
 #define BP_SE_BN 128
 // K per shared-memory stage: two mma steps.
@@ -133,50 +131,49 @@ __device__ __forceinline__ void mma16(float (&d)[4], const unsigned (&a)[4], uns
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The first tile row of a warp's pair p (0..3) of 8-column mma tiles. For
-// GATE_UP, pairs 0 and 1 hold the warp's 32 gate units and pairs 2 and 3
-// the same units' up values (tile rows 64 + ...), so one thread has g and u
-// of a unit (mma tiles nf and nf + 4).
+// The first tile row of a warp's pair p (0, 1) of 8-column mma tiles. For
+// GATE_UP, pair 0 holds the warp's 16 gate units and pair 1 the same units'
+// up values (tile rows 64 + ...), so one thread has g and u of a unit.
 template <int MODE>
 __device__ __forceinline__ int pair_base(int wn, int p) {
-    return MODE == B_GATE_UP ? (p >> 1) * 64 + wn * 32 + (p & 1) * 16 : wn * 64 + p * 16;
+    return MODE == B_GATE_UP ? p * 64 + wn * 16 : wn * 32 + p * 16;
 }
 
 // One block's 128 x 128 tile: acc[mi][nf][e] is the chain of the output at
 // tile row wm*64 + mi*16 + lane/4 + 8 (e/2) and the column of mma tile nf
-// (pair nf/2, pair_base + 8 (nf%2)) + 2 (lane%4) + e%2; warp = 2 wm + wn.
+// (pair nf/2, pair_base + 8 (nf%2)) + 2 (lane%4) + e%2.
 //   A: element (m, k) at a[m*lda + k] (a already offset), m < M.
 //   B: by MODE; n0 the tile's first column (GATE_UP: j0, N = F).
 template <int MODE>
 __device__ __forceinline__ void tile_mma(Tiles& sh, const bf16_t* __restrict__ a, long long lda, int M, int m0,
                                          const bf16_t* __restrict__ b, long long ldb, int N, int n0, int K,
-                                         float (&acc)[4][8][4]) {
+                                         float (&acc)[4][4][4]) {
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
-    const int wm = warp >> 1, wn = warp & 1;
+    const int wm = warp >> 2, wn = warp & 3;
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-        for (int nf = 0; nf < 8; ++nf)
+        for (int nf = 0; nf < 4; ++nf)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[mi][nf][e] = 0.0f;
 
     const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
     const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
 
-    // Each thread copies 4 chunks of 8 of A and 4 of B per stage.
+    // Each thread copies 2 chunks of 8 of A and 2 of B per stage.
     auto load = [&](int buf, int k0) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int c = tid + q * BP_TC_THREADS;
+        for (int q = 0; q < 2; ++q) {
+            const int c = tid + q * BP_SE_THREADS;
             const int r = c >> 2, kc = (c & 3) * 8;
             const int m = m0 + r, k = k0 + kc;
             load8(&sh.a[buf][r * BP_TC_PITCH + kc], a + (long long)m * lda + k, m < M ? clamp8(K - k) : 0,
                   a_aligned);
         }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int c = tid + q * BP_TC_THREADS;
+        for (int q = 0; q < 2; ++q) {
+            const int c = tid + q * BP_SE_THREADS;
             if (MODE == B_KN) {
                 const int kr = c >> 4, nc = (c & 15) * 8;
                 const int k = k0 + kr, n = n0 + nc;
@@ -210,9 +207,9 @@ __device__ __forceinline__ void tile_mma(Tiles& sh, const bf16_t* __restrict__ a
                 const int row = wm * 64 + mi * 16 + (lane & 15);
                 ldsm_x4(af[mi], &sh.a[buf][row * BP_TC_PITCH + kk + (lane >> 4) * 8]);
             }
-            unsigned bf[8][2];
+            unsigned bf[4][2];
 #pragma unroll
-            for (int p = 0; p < 4; ++p) {
+            for (int p = 0; p < 2; ++p) {
                 unsigned r[4];
                 const int base = pair_base<MODE>(wn, p);
                 if (MODE == B_KN) {
@@ -230,7 +227,7 @@ __device__ __forceinline__ void tile_mma(Tiles& sh, const bf16_t* __restrict__ a
 #pragma unroll
             for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-                for (int nf = 0; nf < 8; ++nf) mma16(acc[mi][nf], af[mi], bf[nf][0], bf[nf][1]);
+                for (int nf = 0; nf < 4; ++nf) mma16(acc[mi][nf], af[mi], bf[nf][0], bf[nf][1]);
         }
     };
 
@@ -258,12 +255,12 @@ __device__ __forceinline__ void tile_mma(Tiles& sh, const bf16_t* __restrict__ a
 
 // The tile row and column (within the tile) of acc[mi][nf][e].
 __device__ __forceinline__ int out_row(int mi, int e) {
-    const int lane = threadIdx.x & 31, wm = threadIdx.x >> 6;
+    const int lane = threadIdx.x & 31, wm = threadIdx.x >> 7;
     return wm * 64 + mi * 16 + (lane >> 2) + (e >> 1) * 8;
 }
 template <int MODE>
 __device__ __forceinline__ int out_col(int nf, int e) {
-    const int lane = threadIdx.x & 31, wn = (threadIdx.x >> 5) & 1;
+    const int lane = threadIdx.x & 31, wn = (threadIdx.x >> 5) & 3;
     return pair_base<MODE>(wn, nf >> 1) + (nf & 1) * 8 + (lane & 3) * 2 + (e & 1);
 }
 
@@ -273,7 +270,7 @@ __device__ __forceinline__ int out_col(int nf, int e) {
 using namespace bp;
 using namespace bp::tc;
 
-extern "C" __global__ void __launch_bounds__(BP_TC_THREADS, BP_TC_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)
     se_gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1, int T,
                    int H, int F, bf16_t* __restrict__ h) {
     extern __shared__ __align__(16) unsigned char bp_tc_smem[];
@@ -282,24 +279,24 @@ extern "C" __global__ void __launch_bounds__(BP_TC_THREADS, BP_TC_MIN_BLOCKS)
     exp_table_load(pow2);  // tile_mma's barriers order it before any read
     const int m0 = blockIdx.y * BP_SE_BM;
     const int j0 = blockIdx.x * 64;
-    float acc[4][8][4];
+    float acc[4][4][4];
     tile_mma<B_GATE_UP>(sh, x + x_off, x_ld, T, m0, w1, H, F, j0, H, acc);
-    // Tiles nf = 0..3 hold gate values, nf + 4 the up values of the same units.
+    // Tiles nf = 0, 1 hold gate values, nf + 2 the up values of the same units.
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-        for (int nf = 0; nf < 4; ++nf)
+        for (int nf = 0; nf < 2; ++nf)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int t = m0 + out_row(mi, e), j = j0 + out_col<B_GATE_UP>(nf, e);
                 if (t >= T || j >= F) continue;
-                const float g = acc[mi][nf][e], u = acc[mi][nf + 4][e];
+                const float g = acc[mi][nf][e], u = acc[mi][nf + 2][e];
                 const float sig = sigmoid(g, pow2);
                 h[(long long)t * F + j] = bf16_rne(mul(mul(g, sig), u));
             }
 }
 
-extern "C" __global__ void __launch_bounds__(BP_TC_THREADS, BP_TC_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)
     se_gate_up_bwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1,
                    const bf16_t* __restrict__ dh, int T, int H, int F, bf16_t* __restrict__ dz) {
     extern __shared__ __align__(16) unsigned char bp_tc_smem[];
@@ -308,17 +305,17 @@ extern "C" __global__ void __launch_bounds__(BP_TC_THREADS, BP_TC_MIN_BLOCKS)
     exp_table_load(pow2);
     const int m0 = blockIdx.y * BP_SE_BM;
     const int j0 = blockIdx.x * 64;
-    float acc[4][8][4];
+    float acc[4][4][4];
     tile_mma<B_GATE_UP>(sh, x + x_off, x_ld, T, m0, w1, H, F, j0, H, acc);
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-        for (int nf = 0; nf < 4; ++nf)
+        for (int nf = 0; nf < 2; ++nf)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int t = m0 + out_row(mi, e), j = j0 + out_col<B_GATE_UP>(nf, e);
                 if (t >= T || j >= F) continue;
-                const float g = acc[mi][nf][e], u = acc[mi][nf + 4][e];
+                const float g = acc[mi][nf][e], u = acc[mi][nf + 2][e];
                 const float d = bf16_value(dh[(long long)t * F + j]);
                 const float sig = sigmoid(g, pow2);
                 const float silu = mul(g, sig);
@@ -332,18 +329,18 @@ extern "C" __global__ void __launch_bounds__(BP_TC_THREADS, BP_TC_MIN_BLOCKS)
 }
 
 #define BP_TC_GEMM(NAME, MODE, OUT_T, CONVERT)                                                                   \
-    extern "C" __global__ void __launch_bounds__(BP_TC_THREADS, BP_TC_MIN_BLOCKS)                                \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, BP_TC_MIN_BLOCKS)                                \
         NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, int M, int N, \
              int K, OUT_T* __restrict__ out) {                                                                   \
         extern __shared__ __align__(16) unsigned char bp_tc_smem[];                                              \
         Tiles& sh = *reinterpret_cast<Tiles*>(bp_tc_smem);                                                       \
         const int m0 = blockIdx.y * BP_SE_BM;                                                                    \
         const int n0 = blockIdx.x * BP_SE_BN;                                                                    \
-        float acc[4][8][4];                                                                                      \
+        float acc[4][4][4];                                                                                      \
         tile_mma<MODE>(sh, a + a_off, a_ld, M, m0, b, (MODE) == B_KN ? (long long)N : (long long)K, N, n0, K,    \
                        acc);                                                                                     \
         _Pragma("unroll") for (int mi = 0; mi < 4; ++mi) {                                                       \
-            _Pragma("unroll") for (int nf = 0; nf < 8; ++nf) {                                                   \
+            _Pragma("unroll") for (int nf = 0; nf < 4; ++nf) {                                                   \
                 _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                  \
                     const int m = m0 + out_row(mi, e), n = n0 + out_col<MODE>(nf, e);                            \
                     if (m < M && n < N) out[(long long)m * N + n] = CONVERT(acc[mi][nf][e]);                     \

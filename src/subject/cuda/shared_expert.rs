@@ -36,13 +36,11 @@ use oracles::op::shared_expert::SharedExpert;
 use oracles::profile::shared_expert::SharedExpertProfile;
 use std::sync::{Arc, OnceLock};
 
-/// `BP_SE_THREADS`: threads per block of the strict kernels.
+/// `BP_SE_THREADS`: threads per block of every kernel.
 pub const THREADS: u32 = 256;
 /// `BP_SE_BM`, `BP_SE_BN`: the output tile of one block (rows x columns).
 pub const TILE_M: usize = 128;
 pub const TILE_N: usize = 128;
-/// `BP_TC_THREADS`: threads per block of the tensor-core kernels.
-pub const TC_THREADS: u32 = 128;
 /// `BP_TC_SMEM`: the tensor-core kernels' dynamic shared memory.
 pub const TC_SMEM: u32 = 81_920;
 /// Gate (and up) units per block of the gate/up kernels: half a tile.
@@ -105,8 +103,7 @@ pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
 }
 
 struct Kernels {
-    /// Threads per block and dynamic shared memory of every launch.
-    threads: u32,
+    /// Dynamic shared memory of every launch ([`Variant::dynamic_smem`]).
     smem: u32,
     gate_up_fwd: CudaFunction,
     gate_up_bwd: CudaFunction,
@@ -138,15 +135,6 @@ impl Variant {
         match self {
             Variant::Strict => KernelId::SharedExpert,
             Variant::TensorCore => KernelId::SharedExpertTc,
-        }
-    }
-
-    /// Threads per block of every kernel of the source (`BP_SE_THREADS`,
-    /// `BP_TC_THREADS`).
-    pub fn threads(self) -> u32 {
-        match self {
-            Variant::Strict => THREADS,
-            Variant::TensorCore => TC_THREADS,
         }
     }
 
@@ -189,7 +177,6 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
     let dev = device()?;
     let function = |n: &str| dev.function(variant.kernel(), n);
     let kernels = Kernels {
-        threads: variant.threads(),
         smem: variant.dynamic_smem(),
         gate_up_fwd: function("se_gate_up_fwd")?,
         gate_up_bwd: function("se_gate_up_bwd")?,
@@ -342,9 +329,9 @@ impl Subject<SharedExpert> for CudaSharedExpert {
     }
 }
 
-fn cfg(grid_n: usize, grid_m: u32, k: &Kernels) -> LaunchConfig {
+fn cfg(grid_n: usize, grid_m: u32, smem: u32) -> LaunchConfig {
     // grid_n <= 2^31 / 64: N < 2^31 (plan).
-    LaunchConfig { grid_dim: (grid_n as u32, grid_m, 1), block_dim: (k.threads, 1, 1), shared_mem_bytes: k.smem }
+    LaunchConfig { grid_dim: (grid_n as u32, grid_m, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem }
 }
 
 impl DeviceSharedExpertCase {
@@ -401,7 +388,7 @@ impl DeviceSharedExpertCase {
                 // shared memory as the source takes it (Kernels::smem, the
                 // limit raised at load). The buffers outlive the launch
                 // (frees are stream-ordered).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, &self.kernels)) }.map_err(dev_err("se_gate_up_fwd launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gate_up_fwd launch"))?;
             }
             Step::Down => {
                 let mut b = s.launch_builder(&self.kernels.gemm_nk_bf16);
@@ -417,7 +404,7 @@ impl DeviceSharedExpertCase {
                 // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
                 // (T x H). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, &self.kernels)) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
             }
             Step::Dh => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_bf16);
@@ -434,7 +421,7 @@ impl DeviceSharedExpertCase {
                 // elements, only the H of each row read), b = w2 (H x F:
                 // element (n = j, k = i) at i*F + j), M = T, N = F, K = H,
                 // out = dh (T x F). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m, &self.kernels)) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
             }
             Step::GateUpBwd => {
                 let mut b = s.launch_builder(&self.kernels.gate_up_bwd);
@@ -450,7 +437,7 @@ impl DeviceSharedExpertCase {
                 // SAFETY: matches se_gate_up_bwd's signature; x and w1 as in
                 // GateUpFwd, dh T x F, dz T x 2F. Sizes within i32; grid as
                 // in GateUpFwd.
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, &self.kernels)) }.map_err(dev_err("se_gate_up_bwd launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gate_up_bwd launch"))?;
             }
             Step::Dx => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_f32);
@@ -466,7 +453,7 @@ impl DeviceSharedExpertCase {
                 // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
                 // out = dx (T x H).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, &self.kernels)) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
             }
         }
         Ok(())
@@ -556,12 +543,10 @@ mod tests {
                     }
                 }
             }
-            let (threads, smem) = match v {
-                Variant::Strict => (define(text, "BP_SE_THREADS"), Some(0)),
-                Variant::TensorCore => (define(text, "BP_TC_THREADS"), define(text, "BP_TC_SMEM")),
-            };
-            assert_eq!(threads, Some(v.threads() as u64), "{}", source.name);
-            assert_eq!(smem, Some(v.dynamic_smem() as u64), "{}", source.name);
+            if v == Variant::TensorCore {
+                assert_eq!(define(text, "BP_TC_SMEM"), Some(TC_SMEM as u64));
+            }
+            assert_eq!(define(text, "BP_SE_THREADS"), Some(THREADS as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BM"), Some(TILE_M as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BN"), Some(TILE_N as u64), "{}", source.name);
             for k in ["se_gate_up_fwd(", "se_gate_up_bwd(", "#include \"expf.cuh\""] {
