@@ -10,5 +10,8 @@ runs="seqwise-shared.json shared.json router-sample.json headers-sample.json
   survivors-9/shared.json survivors-9/seqwise-mem.json run-10/seqwise.json run-10/router.json
   run-11/seqwise.json run-11/race.json run-11/router.json run-12/router.json run-12/memcheck.json
   run-13/surv.json run-13/sample.json run-14/race.json run-14/mem.json run-14/surv.json run-14/sample.json
-  run-15/sample.json run-16/mem.json run-16/grouped.json run-16/long.json"
+  run-15/sample.json run-16/mem.json run-16/grouped.json run-16/long.json
+  ../mutants-2026-12-02/run-17/r/rare.json ../mutants-2026-12-02/run-17/r/mem.json
+  ../mutants-2026-12-02/run-17/r/race.json ../mutants-2026-12-02/run-17/r/sample.json
+  ../mutants-2026-12-02/run-18/r/rare.json ../mutants-2026-12-02/run-18/r/sample.json"
 "$B" mutants $(for f in $runs; do echo --from "$f"; done) --json combined.json --markdown combined.md --html combined.html
