@@ -306,7 +306,7 @@ impl<O: Harness> AppliesToOp for O {
 mod se {
     use super::Outcome;
     use bitparity::knobs;
-    use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert};
+    use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Variant};
     use bitparity::subject::{Subject, SubjectError};
     use oracles::case::shared_expert::SharedExpertCase;
     use oracles::case::Layout;
@@ -314,11 +314,11 @@ mod se {
     use oracles::profile::shared_expert::SharedExpertProfile;
 
     pub fn device() -> Result<(), String> {
-        probe().map(|_| ())
+        probe(Variant::Strict).map(|_| ())
     }
 
     fn cuda() -> CudaSharedExpert {
-        probe().expect("checked before running")
+        probe(Variant::Strict).expect("checked before running")
     }
 
     /// SplitMix64: the cases' values, reproducible from a seed.

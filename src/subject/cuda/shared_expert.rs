@@ -188,8 +188,13 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
         // A plain driver call: the context current on this thread first.
         dev.ctx.bind_to_thread().map_err(|e| format!("{}: binding the context: {e}", variant.name()))?;
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
-        for f in [&kernels.gate_up_fwd, &kernels.gate_up_bwd, &kernels.gemm_nk_bf16, &kernels.gemm_kn_bf16, &kernels.gemm_kn_f32]
-        {
+        for f in [
+            &kernels.gate_up_fwd,
+            &kernels.gate_up_bwd,
+            &kernels.gemm_nk_bf16,
+            &kernels.gemm_kn_bf16,
+            &kernels.gemm_kn_f32,
+        ] {
             f.set_attribute(MAX_DYN, kernels.smem as i32)
                 .map_err(|e| format!("{}: {} bytes of dynamic shared memory: {e}", variant.name(), kernels.smem))?;
         }
@@ -388,7 +393,8 @@ impl DeviceSharedExpertCase {
                 // shared memory as the source takes it (Kernels::smem, the
                 // limit raised at load). The buffers outlive the launch
                 // (frees are stream-ordered).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gate_up_fwd launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }
+                    .map_err(dev_err("se_gate_up_fwd launch"))?;
             }
             Step::Down => {
                 let mut b = s.launch_builder(&self.kernels.gemm_nk_bf16);
@@ -404,7 +410,8 @@ impl DeviceSharedExpertCase {
                 // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
                 // (T x H). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }
+                    .map_err(dev_err("se_gemm_nk_bf16 launch"))?;
             }
             Step::Dh => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_bf16);
@@ -421,7 +428,8 @@ impl DeviceSharedExpertCase {
                 // elements, only the H of each row read), b = w2 (H x F:
                 // element (n = j, k = i) at i*F + j), M = T, N = F, K = H,
                 // out = dh (T x F). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m, self.kernels.smem)) }
+                    .map_err(dev_err("se_gemm_kn_bf16 launch"))?;
             }
             Step::GateUpBwd => {
                 let mut b = s.launch_builder(&self.kernels.gate_up_bwd);
@@ -437,7 +445,8 @@ impl DeviceSharedExpertCase {
                 // SAFETY: matches se_gate_up_bwd's signature; x and w1 as in
                 // GateUpFwd, dh T x F, dz T x 2F. Sizes within i32; grid as
                 // in GateUpFwd.
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gate_up_bwd launch"))?;
+                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }
+                    .map_err(dev_err("se_gate_up_bwd launch"))?;
             }
             Step::Dx => {
                 let mut b = s.launch_builder(&self.kernels.gemm_kn_f32);
@@ -453,7 +462,8 @@ impl DeviceSharedExpertCase {
                 // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
                 // out = dx (T x H).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
+                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }
+                    .map_err(dev_err("se_gemm_kn_f32 launch"))?;
             }
         }
         Ok(())
@@ -529,7 +539,9 @@ mod tests {
                     let p = shipped.expect("a shipped profile");
                     assert_eq!((p.z, p.y, p.dh, p.dx), (Serial, Serial, Serial, Serial));
                     assert_eq!(p.mma, None);
-                    for k in ["BP_SE_GEMM(se_gemm_nk_bf16,", "BP_SE_GEMM(se_gemm_kn_bf16,", "BP_SE_GEMM(se_gemm_kn_f32,"] {
+                    for k in
+                        ["BP_SE_GEMM(se_gemm_nk_bf16,", "BP_SE_GEMM(se_gemm_kn_bf16,", "BP_SE_GEMM(se_gemm_kn_f32,"]
+                    {
                         assert!(text.contains(k), "{k}");
                     }
                 }
@@ -538,7 +550,9 @@ mod tests {
                     assert!(shipped.is_none());
                     assert_eq!(v.profile().mma.as_deref(), Some(oracles::mma::H100_BF16.name));
                     assert!(text.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
-                    for k in ["BP_TC_GEMM(se_gemm_nk_bf16,", "BP_TC_GEMM(se_gemm_kn_bf16,", "BP_TC_GEMM(se_gemm_kn_f32,"] {
+                    for k in
+                        ["BP_TC_GEMM(se_gemm_nk_bf16,", "BP_TC_GEMM(se_gemm_kn_bf16,", "BP_TC_GEMM(se_gemm_kn_f32,"]
+                    {
                         assert!(text.contains(k), "{k}");
                     }
                 }
