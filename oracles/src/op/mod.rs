@@ -371,4 +371,42 @@ mod clamp_tie_tests {
         assert_eq!(Router::with_clamp_tie(&r, ClampTie::Strict).is_some(), Router::HAS_CLAMP);
         assert_eq!(SharedExpert::with_clamp_tie(&x, ClampTie::Strict).is_some(), SharedExpert::HAS_CLAMP);
     }
+
+    /// The sizes reports print for a case, named as SPEC names them and
+    /// written out here: T and E (and k for the unbiased top-k objective),
+    /// the router's G, L and k, the MLP's H and F.
+    #[test]
+    fn every_op_names_its_sizes_for_reports() {
+        let map = SeqwiseCase::dense(1, 3, vec![0.5, 0.25, 0.25], Objective::ProvidedMap { map: vec![true; 3] });
+        assert_eq!(SeqwiseLoss::dims(&map), [("T", 1), ("E", 3)]);
+        let topk = SeqwiseCase { objective: Objective::UnbiasedTopK { k: 2 }, ..map };
+        assert_eq!(SeqwiseLoss::dims(&topk), [("T", 1), ("E", 3), ("k", 2)]);
+        let r = RouterCase {
+            t: 1,
+            e: 4,
+            layout: Layout::dense(4),
+            logits: vec![0.5; 4],
+            bias: vec![0.0; 4],
+            groups: 2,
+            topk_groups: 1,
+            k: 2,
+            route_scale: 1.0,
+            route_norm: true,
+            padding: None,
+            gw: vec![1.0; 2],
+            loss: None,
+        };
+        assert_eq!(Router::dims(&r), [("T", 1), ("E", 4), ("G", 2), ("L", 1), ("k", 2)]);
+        let x = crate::case::shared_expert::SharedExpertCase {
+            t: 2,
+            h: 3,
+            f: 1,
+            layout: Layout::dense(3),
+            x: vec![1.0; 6],
+            w1: vec![1.0; 6],
+            w2: vec![1.0; 3],
+            dy: vec![1.0; 6],
+        };
+        assert_eq!(SharedExpert::dims(&x), [("T", 2), ("H", 3), ("F", 1)]);
+    }
 }
