@@ -283,6 +283,10 @@ mod tests {
     #[test]
     fn cublas_and_cuda_tc_are_subjects_of_shared_expert_only() {
         use oracles::op::shared_expert::SharedExpert;
+        // shared_expert's named subjects: the tensor-core kernels, then
+        // every cuBLAS variant the subject module knows.
+        assert_eq!(SharedExpert::LIBRARIES[0], "cuda-tc");
+        assert_eq!(SharedExpert::LIBRARIES[1..], crate::subject::cuda::shared_expert_cublas::NAMES);
         for name in ["cublas", "cuda-tc"] {
             match resolve::<SharedExpert>(name) {
                 Ok(s) => assert_eq!(s[0].name(), name),
