@@ -50,11 +50,13 @@ pub trait DynOp: Send + Sync {
     /// Hunts every planted bug of this op.
     fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport>;
     fn planted_count(&self) -> usize;
-    /// The first case of seed `seed` this op's CUDA subject fails (a mutants
+    /// The first case of seed `seed` this op's CUDA subject `subject`
+    /// (`cuda`, or a library's kernel such as `cuda-tc`) fails (a mutants
     /// child hunts its mutant so): `Ok(Err(n))` when none of `n` cases did;
     /// `Err` when the subject cannot run.
     fn hunt_cuda(
         &self,
+        subject: &str,
         seed: u64,
         max_cases: u64,
         deadline: Option<std::time::Instant>,
@@ -163,12 +165,17 @@ impl<O: Harness> DynOp for Registered<O> {
     }
     fn hunt_cuda(
         &self,
+        subject: &str,
         seed: u64,
         max_cases: u64,
         deadline: Option<std::time::Instant>,
         cfg: &crate::gen::GenConfig,
     ) -> Result<Result<(u64, crate::props::Property, String), u64>, String> {
-        let s = O::device()?;
+        let s = match subject {
+            "cuda" => O::device()?,
+            lib if O::LIBRARIES.contains(&lib) => O::library(lib)?,
+            _ => return Err(format!("{}: no CUDA subject {subject:?}", O::NAME)),
+        };
         Ok(selftest::first_failure(s.as_ref(), seed, max_cases, deadline, cfg))
     }
     fn class_names(&self) -> Vec<String> {

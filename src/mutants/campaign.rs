@@ -48,8 +48,11 @@ pub fn select(sel: &Selection) -> Result<Vec<(Mutant, bool)>, String> {
     }
     let mut kernels = Vec::new();
     for o in &sel.ops {
-        let k = op_kernels().into_iter().find(|k| k.op() == Some(o.as_str()));
-        kernels.push(k.ok_or_else(|| format!("--op {o:?}: no op with a CUDA kernel of that name"))?);
+        let of_op: Vec<KernelId> = op_kernels().into_iter().filter(|k| k.op() == Some(o.as_str())).collect();
+        if of_op.is_empty() {
+            return Err(format!("--op {o:?}: no op with a CUDA kernel of that name"));
+        }
+        kernels.extend(of_op);
     }
     let every = all();
     for id in &sel.ids {
@@ -261,7 +264,7 @@ impl Job {
         Job {
             id: m.id.clone(),
             label: format!("{} line {} {}", m.id, m.line, m.rule.name()),
-            op: m.kernels().into_iter().find_map(KernelId::op).unwrap_or("-").to_string(),
+            op: m.kernels().into_iter().find_map(KernelId::subject).map_or("-".into(), |(op, s)| child::who(op, s)),
             run,
         }
     }

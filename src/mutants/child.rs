@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 /// The line a child prints when its compile is done.
 pub const HUNTING: &str = "hunting";
 
-/// The prefix of the id that hunts an op's unmutated kernels
-/// (`original:router`): the baseline a sanitizer stage needs, since a
+/// The prefix of the id that hunts a kernel's unmutated source
+/// (`original:router.cu`): the baseline a sanitizer stage needs, since a
 /// sanitizer's report on a mutant means something only when the original
 /// kernels give none.
 pub const ORIGINAL: &str = "original:";
@@ -131,20 +131,19 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
         // Each op its own time: a header's mutant reaches up to three.
         let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
         // The exp check kernel is judged last, by its own check.
-        let Some(name) = k.op() else { continue };
+        let Some((name, subject)) = k.subject() else { continue };
         let op = op_by_name(name).ok_or_else(|| format!("no op {name}"))?;
+        let name = who(name, subject);
         // A subject that cannot load (a kernel's symbol renamed, a launch
         // attribute refused) fails every `check` of the op: a kill, by load.
-        let hunt = match op.hunt_cuda(ask.seed, ask.cases, deadline, &cfg) {
+        let hunt = match op.hunt_cuda(subject, ask.seed, ask.cases, deadline, &cfg) {
             Ok(h) => h,
-            Err(message) => {
-                return Ok(Outcome::Killed { op: name.into(), property: "subject-load".into(), case: 0, message })
-            }
+            Err(message) => return Ok(Outcome::Killed { op: name, property: "subject-load".into(), case: 0, message }),
         };
         match hunt {
             Ok((case, property, message)) => {
                 let message = message.lines().next().unwrap_or("").chars().take(400).collect();
-                return Ok(Outcome::Killed { op: name.into(), property: property.name().into(), case, message });
+                return Ok(Outcome::Killed { op: name, property: property.name().into(), case, message });
             }
             Err(n) => fewest = fewest.min(n),
         }
@@ -158,17 +157,32 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
     Ok(Outcome::Survived { cases: fewest })
 }
 
-/// The unmutated kernels of `op`, hunted as a mutant is (the device compiles
-/// them itself).
-fn hunt_original(ask: &Ask, op: &str) -> Result<Outcome, String> {
+/// How a kill names what killed it: the op, and its subject when that is
+/// not the op's default `cuda` (`shared_expert (cuda-tc)`).
+pub(super) fn who(op: &str, subject: &str) -> String {
+    if subject == "cuda" {
+        op.to_string()
+    } else {
+        format!("{op} ({subject})")
+    }
+}
+
+/// The unmutated kernel source `file` (`router.cu`), hunted as a mutant is
+/// (the device compiles it itself).
+fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
+    let (op, subject) = KernelId::ALL
+        .into_iter()
+        .find(|k| k.source().name == file)
+        .and_then(KernelId::subject)
+        .ok_or_else(|| format!("no op kernel {file:?}"))?;
     let dynop = op_by_name(op).ok_or_else(|| format!("no op {op}"))?;
     cuda::device()?;
     println!("{HUNTING}");
     let cfg = GenConfig::from_env()?;
     let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
-    Ok(match dynop.hunt_cuda(ask.seed, ask.cases, deadline, &cfg)? {
+    Ok(match dynop.hunt_cuda(subject, ask.seed, ask.cases, deadline, &cfg)? {
         Ok((case, property, message)) => Outcome::Killed {
-            op: op.into(),
+            op: who(op, subject),
             property: property.name().into(),
             case,
             message: message.lines().next().unwrap_or("").into(),

@@ -58,27 +58,30 @@ pub(super) fn run(
             campaign_limit: plan.campaign_limit.map(|l| l.saturating_sub(start.elapsed())),
             ..plan.clone()
         };
-        let ops: Vec<&'static str> = op_kernels()
+        let kernels: Vec<KernelId> = op_kernels()
             .into_iter()
             .filter(|k| mutants.iter().zip(&outcomes).any(|((m, _), o)| survived(o) && m.kernels().contains(k)))
-            .filter_map(KernelId::op)
             .collect();
-        if ops.is_empty() {
+        if kernels.is_empty() {
             break;
         }
-        // The baseline: the unmutated kernels of each op, under this tool.
-        let baseline: Vec<Job> = ops
+        // The baseline: each reached kernel's unmutated source, under this tool.
+        let baseline: Vec<Job> = kernels
             .iter()
-            .map(|op| Job {
-                id: format!("{}{op}", child::ORIGINAL),
-                label: format!("the original {op} kernels"),
-                op: op.to_string(),
-                run: true,
+            .map(|k| {
+                let file = k.source().name;
+                Job {
+                    id: format!("{}{file}", child::ORIGINAL),
+                    label: format!("the original {file}"),
+                    op: file.into(),
+                    run: true,
+                }
             })
             .collect();
+        let names: Vec<&str> = kernels.iter().map(|k| k.source().name).collect();
         eprintln!(
             "{tool}: the original kernels of {} ({:.0} s into the campaign)...",
-            ops.join(", "),
+            names.join(", "),
             start.elapsed().as_secs_f64()
         );
         let wrap = Wrap { san, tool, dir };

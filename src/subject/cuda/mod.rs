@@ -96,15 +96,21 @@ impl KernelId {
 
     /// The op whose CUDA subject this kernel is, the one `bitparity mutants`
     /// hunts its mutants with: none for the exp and MMA checks (each judged
-    /// by its own check), for the cuBLAS subject's epilogues (a vendor
-    /// library's subject, not a kernel under test), and, for now, for the
-    /// tensor-core kernel (`mutants` runs an op's one CUDA subject, `cuda`).
+    /// by its own check) and for the cuBLAS subject's epilogues (a vendor
+    /// library's subject, not a kernel under test).
     pub fn op(self) -> Option<&'static str> {
+        self.subject().map(|(op, _)| op)
+    }
+
+    /// The op and the name of its subject that runs this kernel: `cuda` for
+    /// an op's default kernels, `cuda-tc` for the tensor-core ones.
+    pub fn subject(self) -> Option<(&'static str, &'static str)> {
         match self {
-            KernelId::SeqwiseLoss => Some("seqwise_loss"),
-            KernelId::Router => Some("router"),
-            KernelId::SharedExpert => Some("shared_expert"),
-            KernelId::SharedExpertTc | KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
+            KernelId::SeqwiseLoss => Some(("seqwise_loss", "cuda")),
+            KernelId::Router => Some(("router", "cuda")),
+            KernelId::SharedExpert => Some(("shared_expert", "cuda")),
+            KernelId::SharedExpertTc => Some(("shared_expert", "cuda-tc")),
+            KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
         }
     }
 
