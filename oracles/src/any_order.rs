@@ -581,4 +581,39 @@ mod tests {
         assert_eq!((r.decision, r.certain, r.value.x), (None, false, 1.0));
         assert!(r.value.err >= 2f64.powi(-7) && r.value.spread >= 2f64.powi(-7));
     }
+
+    /// A count nested in another: the inner call counts only its own
+    /// comparisons, and the enclosing count comes back afterwards, whether
+    /// the inner closure returns or unwinds. `s` (1 + 1e-8 - 1e-8 in any
+    /// order, not determined) compared with 1 is ambiguous; the input 1
+    /// compared with 1 is not.
+    #[test]
+    fn a_nested_count_restores_the_enclosing_one() {
+        let xs: Vec<AnyOrder> = [1.0f32, 1e-8, -1e-8].iter().map(|&v| AnyOrder::input(v)).collect();
+        let s = ReductionOrder::Any.reduce(&xs);
+        let one = AnyOrder::input(1.0);
+        let (inner, outer) = count_ambiguous(|| {
+            s.cmp_f32(1.0);
+            s.cmp_f32(1.0);
+            let (_, inner) = count_ambiguous(|| (s.cmp_f32(1.0), one.cmp_f32(1.0)));
+            s.cmp_num(&one);
+            inner
+        });
+        // Outer: two before, one after; inner: its one.
+        assert_eq!((inner, outer), (1, 3));
+        // An inner closure that unwinds (no panic message: resume_unwind
+        // skips the hook) leaves the enclosing count as it was too.
+        let (caught, outer) = count_ambiguous(|| {
+            s.cmp_f32(1.0);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                count_ambiguous(|| {
+                    s.cmp_f32(1.0);
+                    s.cmp_f32(1.0);
+                    std::panic::resume_unwind(Box::new(()))
+                })
+            }));
+            r.is_err()
+        });
+        assert_eq!((caught, outer), (true, 1));
+    }
 }

@@ -13,5 +13,10 @@ runs="seqwise-shared.json shared.json router-sample.json headers-sample.json
   run-15/sample.json run-16/mem.json run-16/grouped.json run-16/long.json
   ../mutants-2026-12-02/run-17/r/rare.json ../mutants-2026-12-02/run-17/r/mem.json
   ../mutants-2026-12-02/run-17/r/race.json ../mutants-2026-12-02/run-17/r/sample.json
-  ../mutants-2026-12-02/run-18/r/rare.json ../mutants-2026-12-02/run-18/r/sample.json"
+  ../mutants-2026-12-02/run-18/r/rare.json ../mutants-2026-12-02/run-18/r/sample.json
+  ../mutants-2026-12-02/run-19/r/rare.json ../mutants-2026-12-02/run-19/r/long.json
+  ../mutants-2026-12-02/run-19/r/mem.json ../mutants-2026-12-02/run-19/r/sample.json
+  ../mutants-2026-12-02/run-19/r/headers.json ../mutants-2026-12-02/run-20/r/tc.json
+  ../mutants-2026-12-02/run-20/r/router.json ../mutants-2026-12-02/run-21/r/headers.json
+  ../mutants-2026-12-02/run-21/r/tc-long.json"
 "$B" mutants $(for f in $runs; do echo --from "$f"; done) --json combined.json --markdown combined.md --html combined.html

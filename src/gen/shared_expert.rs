@@ -2,7 +2,8 @@
 //!
 //! A case is a small shape (tier A runs the MPFR oracle on every case: T
 //! mostly <= 8, H and F <= 16; T at the tile edges 16, 32, 64 and 128 only
-//! with H and F <= 3) and values from one regime:
+//! with H and F <= 3; one case in ten T in 9..=17 with H and F in 9..=16, the
+//! tensor cores' fragments) and values from one regime:
 //!
 //! - `plain`: random bf16 mantissas at moderate exponents;
 //! - `wide`: exponents over +-20, so that sums round and their order shows;
@@ -252,6 +253,18 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, many_units: boo
         let f = f.min(cfg.max_e.max(1)).min((budget / h).max(1));
         return (1, h, f);
     }
+    // One case in ten: both halves of the tensor cores' m16n8k16 fragments
+    // at once, rows 8..15 (T >= 9) and K 8..15 (H, F >= 9), which the shapes
+    // below never pair; H or F = 14 is a row pitch that is a multiple of 7
+    // and not of 8 (the vector loads' alignment test). T H F stays near the
+    // tile-span class's cost (at most 17 x 16 x 16). A mutant that fed rows 8..15 the wrong half of
+    // K survived 3,000 cases on the H200 without it.
+    if !many_units && rng.random_range(0..10) == 0 {
+        let t = pick(rng, &[9, 12, 16, 17]).min(max_t);
+        let h = pick(rng, &[9, 14, 16]).min(max_w);
+        let f = pick(rng, &[9, 14, 16]).min(max_w).min((budget / (t * h)).max(1));
+        return (t, h, f);
+    }
     let t = match rng.random_range(0..10) {
         _ if many_units => rng.random_range(4..=8),
         0..=3 => rng.random_range(1..=3),
@@ -260,7 +273,7 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, many_units: boo
         _ => pick(rng, &tile_edges()),
     }
     .min(max_t);
-    let widths: &[usize] = if t > 8 { &[1, 2, MAX_WIDTH_LONG] } else { &[1, 2, 3, 4, 5, 7, 8, 9, 15, 16] };
+    let widths: &[usize] = if t > 8 { &[1, 2, MAX_WIDTH_LONG] } else { &[1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 16] };
     let mut h = pick(rng, if many_units { &[1, 2, 3, 4, 5] } else { widths }).min(max_w);
     let mut f = if many_units { max_w } else { pick(rng, widths).min(max_w) };
     // T x H x F within the budget: narrow the wider of H and F, then T.
@@ -871,7 +884,8 @@ mod tests {
             assert!(all_bf16(&c));
             let span = c.t == 1 && TILE_SPANS.contains(&(c.h, c.f));
             assert!(span || (c.h <= MAX_WIDTH && c.f <= MAX_WIDTH && c.t <= 129), "{} {} {}", c.t, c.h, c.f);
-            assert!(c.t <= 8 || c.h.max(c.f) <= MAX_WIDTH_LONG, "{} {} {}", c.t, c.h, c.f);
+            let fragment = c.t <= 17;
+            assert!(c.t <= 8 || c.h.max(c.f) <= MAX_WIDTH_LONG || fragment, "{} {} {}", c.t, c.h, c.f);
             assert!(c.t * c.h * c.f <= cfg.max_te);
         }
         for cfg in [
@@ -886,6 +900,18 @@ mod tests {
                 assert!(c.t * c.h * c.f <= cfg.max_te, "{} {} {}", c.t, c.h, c.f);
             }
         }
+    }
+
+    /// Rows 8..15 and K 8..15 of the tensor cores' fragments together, in
+    /// several percent of the cases, and a row pitch of 14.
+    #[test]
+    fn fragment_shapes_are_drawn() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let cfg = GenConfig::default();
+        let shapes: Vec<_> = (0..2000).map(|_| generate_shape(&mut rng, &cfg, false)).collect();
+        let both = shapes.iter().filter(|&&(t, h, f)| t > 8 && h > 8 && f > 8).count();
+        assert!(both >= 100, "{both} of 2000");
+        assert!(shapes.iter().any(|&(_, h, f)| h == 14 || f == 14));
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! `killed / (run - equivalent)` where `run` leaves out the mutants that did
 //! not compile, that compiled to the original's machine code, and that were
 //! not run (sampled out, or past the campaign's time). A timeout or a crash
-//! is not a kill: both count against the score, listed apart.
+//! is not a kill: both count against the score, listed apart. Beside it,
+//! the score with hangs: `(killed + timed out) / the same`, the convention
+//! of PIT and Stryker, which count a mutant that hangs the tests as
+//! detected (a user's run would not end either).
 
 use super::triage::{Triage, Verdict};
 use super::Mutant;
@@ -95,6 +98,8 @@ pub struct Score {
     /// killed / (killed + survived - equivalent + timed out + crashed);
     /// None when nothing was judged.
     pub score: Option<f64>,
+    /// (killed + timed out) over the score's denominator: a hang detected.
+    pub with_hangs: Option<f64>,
     /// The median of the kills' case counts.
     pub median_cases: Option<u64>,
 }
@@ -129,6 +134,7 @@ pub fn scores(rows: &[Row]) -> Vec<Score> {
     for (i, s) in by.iter_mut() {
         let judged = s.killed + s.survived + s.timed_out + s.crashed;
         s.score = (judged > 0).then(|| s.killed as f64 / judged as f64);
+        s.with_hangs = (judged > 0).then(|| (s.killed + s.timed_out) as f64 / judged as f64);
         if let Some(k) = kills.get_mut(i) {
             k.sort_unstable();
             s.median_cases = Some(k[k.len() / 2]);
@@ -142,7 +148,7 @@ fn pct(x: Option<f64>) -> String {
 }
 
 /// The score table's header, as the Markdown and HTML reports name it.
-const SCORE_HEADER: [&str; 12] = [
+const SCORE_HEADER: [&str; 13] = [
     "file",
     "mutants",
     "killed",
@@ -154,11 +160,12 @@ const SCORE_HEADER: [&str; 12] = [
     "crashed",
     "not run",
     "score",
+    "score with hangs",
     "median cases to kill",
 ];
 
 /// One file's cells, in [`SCORE_HEADER`]'s order.
-fn cells(s: &Score) -> [String; 12] {
+fn cells(s: &Score) -> [String; 13] {
     [
         s.file.clone(),
         s.mutants.to_string(),
@@ -171,6 +178,7 @@ fn cells(s: &Score) -> [String; 12] {
         s.crashed.to_string(),
         s.not_run.to_string(),
         pct(s.score),
+        pct(s.with_hangs),
         s.median_cases.map_or("-".into(), |m| m.to_string()),
     ]
 }
@@ -189,6 +197,7 @@ pub fn table(scores: &[Score]) -> String {
         "crashed",
         "not-run",
         "score",
+        "+hangs",
         "median",
     ];
     let line = |c: &[String]| {
@@ -384,10 +393,11 @@ mod tests {
         // 3 kills of 5 judged: the equivalent, same-code, no-compile and
         // not-run rows are out; the timeout is in.
         assert_eq!(s.score, Some(0.6));
+        assert_eq!(s.with_hangs, Some(0.8));
         assert_eq!(s.median_cases, Some(5));
         assert_eq!(survivors(&rows).len(), 2);
         let md = markdown(&rows, "h");
-        assert!(md.contains("| 60.0% | 5 |"), "{md}");
+        assert!(md.contains("| 60.0% | 80.0% | 5 |"), "{md}");
     }
 
     #[test]

@@ -933,4 +933,61 @@ mod tests {
         let wrong = f32::from_bits(right.to_bits() + 2);
         assert!(matches!(judge(wrong, bound, &exact), Verdict::Outside { .. }));
     }
+
+    /// A sum with a real beyond MPFR's range where no rule keeps it beyond
+    /// is nothing known, but MPFR's value is still IEEE's sum of the two
+    /// values it holds: e^v for v = 744261117.5 (just above emax ln 2 =
+    /// 744261117.26..., so e^v is beyond, at least 2^emax) minus 3 may fall
+    /// below 2^emax, and is +inf + -3 = +inf (the real is positive too: a
+    /// decision on it must not see -inf); e^f32::MAX + (-e^f32::MAX) is
+    /// +inf + -inf = NaN.
+    #[test]
+    fn a_sum_beyond_mpfr_that_no_rule_settles_keeps_ieee_s_value() {
+        with_precision(START_PREC, || {
+            assert_eq!(rug::float::exp_max(), (1 << 30) - 1, "the arguments below assume MPFR's default emax");
+            // 744261056 + 61.5, exact (both f32, the sum within 128 bits).
+            let v = Exact::input(744261056.0).add(&Exact::input(61.5));
+            assert!(v.err.is_zero() && v.v == 744261117.5);
+            let e = v.exp();
+            assert!(e.beyond.is_some(), "{e:?}");
+            let s = e.add(&Exact::input(-3.0));
+            assert!(s.beyond.is_none() && !s.err.is_finite(), "{s:?}");
+            assert!(s.v.is_infinite() && s.v.is_sign_positive(), "{:?}", s.v);
+            assert_eq!(s.cmp_f32(0.0), Some(Ordering::Greater));
+            let big = Exact::input(f32::MAX).exp();
+            let d = big.add(&big.neg());
+            assert!(d.v.is_nan() && d.beyond.is_none() && !d.err.is_finite(), "{d:?}");
+        });
+    }
+
+    /// An exact argument just below emax ln 2 (where e^x leaves MPFR's
+    /// range): e^x is a finite MPFR number, rounded once, with a bound of
+    /// 2^-128 of it, though the 53-bit upper bound exp_up would compute of
+    /// e^x (its argument rounded up to the 53-bit grid, past emax ln 2)
+    /// overflows: an exact argument propagates no error, and needs none.
+    /// x = 744261117 + 0x1.0c0718p-2 + 2^-26: the 53-bit grid point below
+    /// emax ln 2 = 744261117.2617458373... is 744261117.26174581050872802734375
+    /// (spacing 2^-23), and x is 2^-26 above it, 1.2e-8 below emax ln 2.
+    #[test]
+    fn the_exp_of_an_exact_argument_just_below_mpfr_s_overflow_is_bounded() {
+        with_precision(START_PREC, || {
+            assert_eq!(rug::float::exp_max(), (1 << 30) - 1, "the argument below assumes MPFR's default emax");
+            let terms = [744261056.0f32, 61.0, f32::from_bits(0x3e86_038c), 2f32.powi(-26)];
+            let x = terms.iter().skip(1).fold(Exact::input(terms[0]), |acc, &t| acc.add(&Exact::input(t)));
+            assert!(x.err.is_zero());
+            // Independently: x < emax ln 2 (so e^x < 2^emax, finite in MPFR),
+            // and x rounded up to 53 bits is above it.
+            let threshold = Float::with_val(300, Constant::Log2) * rug::float::exp_max();
+            assert!(x.v < threshold);
+            assert!(Float::with_val_round(53, &x.v, Round::Up).0 > threshold);
+            let e = x.exp();
+            assert!(e.beyond.is_none() && e.v.is_finite(), "{e:?}");
+            assert!(e.err.is_finite() && e.err > Bound::ZERO, "{:?}", e.err);
+            let exact = Float::with_val(4000, Float::with_val(4000, &x.v).exp_ref());
+            assert!(Float::with_val(4000, &e.v - &exact).abs() <= e.err.to_float());
+            // e^x, some 2^(1.07e9), rounds to +inf in f32 (past f32::MAX's
+            // rounding boundary, 2^128 - 2^103).
+            assert_eq!(correctly_rounded(&e), Some(f32::INFINITY));
+        });
+    }
 }
