@@ -257,25 +257,24 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, many_units: boo
     // at once, rows 8..15 (T >= 9) and K 8..15 (H, F >= 9), which the shapes
     // below never pair; H or F = 14 is a row pitch that is a multiple of 7
     // and not of 8 (the vector loads' alignment test). T H F stays near the
-    // tile-span class's cost (at most 17 x 16 x 16). A mutant that fed rows 8..15 the wrong half of
-    // K survived 3,000 cases on the H200 without it.
-    if !many_units && rng.random_range(0..10) == 0 {
+    // tile-span class's cost (at most 17 x 16 x 16). A mutant that fed rows
+    // 8..15 the wrong half of K survived 3,000 cases on the H200 without it.
+    let (t, mut h, mut f) = if !many_units && rng.random_range(0..10) == 0 {
         let t = pick(rng, &[9, 12, 16, 17]).min(max_t);
-        let h = pick(rng, &[9, 14, 16]).min(max_w);
-        let f = pick(rng, &[9, 14, 16]).min(max_w).min((budget / (t * h)).max(1));
-        return (t, h, f);
-    }
-    let t = match rng.random_range(0..10) {
-        _ if many_units => rng.random_range(4..=8),
-        0..=3 => rng.random_range(1..=3),
-        4..=6 => rng.random_range(4..=8),
-        7 => 2 * rng.random_range(2..=7) + 1,
-        _ => pick(rng, &tile_edges()),
-    }
-    .min(max_t);
-    let widths: &[usize] = if t > 8 { &[1, 2, MAX_WIDTH_LONG] } else { &[1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 16] };
-    let mut h = pick(rng, if many_units { &[1, 2, 3, 4, 5] } else { widths }).min(max_w);
-    let mut f = if many_units { max_w } else { pick(rng, widths).min(max_w) };
+        (t, pick(rng, &[9, 14, 16]).min(max_w), pick(rng, &[9, 14, 16]).min(max_w))
+    } else {
+        let t = match rng.random_range(0..10) {
+            _ if many_units => rng.random_range(4..=8),
+            0..=3 => rng.random_range(1..=3),
+            4..=6 => rng.random_range(4..=8),
+            7 => 2 * rng.random_range(2..=7) + 1,
+            _ => pick(rng, &tile_edges()),
+        }
+        .min(max_t);
+        let widths: &[usize] = if t > 8 { &[1, 2, MAX_WIDTH_LONG] } else { &[1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 16] };
+        let h = pick(rng, if many_units { &[1, 2, 3, 4, 5] } else { widths }).min(max_w);
+        (t, h, if many_units { max_w } else { pick(rng, widths).min(max_w) })
+    };
     // T x H x F within the budget: narrow the wider of H and F, then T.
     let mut t = t;
     while t * h * f > budget {
