@@ -57,11 +57,16 @@ fn an_id_selects_one_mutant() {
 }
 
 #[test]
-fn an_op_selects_its_kernel_and_the_headers_it_includes() {
+fn an_op_selects_its_kernels_and_the_headers_they_include() {
     let (out, _) = text(&bitparity(&["mutants", "--list", "--op", "shared_expert"]));
     let files: std::collections::BTreeSet<&str> =
         out.lines().filter(|l| !l.starts_with(' ')).map(|l| l.split(':').next().unwrap()).collect();
-    assert_eq!(files.into_iter().collect::<Vec<_>>(), ["common.cuh", "expf.cuh", "expf_hard.cuh", "shared_expert.cu"]);
+    // Both of the op's kernels: the strict one (`cuda`) and the tensor
+    // cores' (`cuda-tc`).
+    assert_eq!(
+        files.into_iter().collect::<Vec<_>>(),
+        ["common.cuh", "expf.cuh", "expf_hard.cuh", "shared_expert.cu", "shared_expert_tc.cu"]
+    );
 }
 
 #[test]
@@ -115,12 +120,13 @@ fn a_child_asked_for_no_such_mutant_says_so_in_its_verdict() {
 }
 
 #[test]
-fn a_child_asked_for_the_originals_of_no_such_op_says_so_in_its_verdict() {
-    let o = bitparity(&["mutant-child", "--id", "original:nope", "--seed", "1", "--cases", "1", "--originals", "/tmp"]);
+fn a_child_asked_for_the_originals_of_no_such_kernel_says_so_in_its_verdict() {
+    let o =
+        bitparity(&["mutant-child", "--id", "original:nope.cu", "--seed", "1", "--cases", "1", "--originals", "/tmp"]);
     let (out, _) = text(&o);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["outcome"], "crashed");
-    assert!(v["detail"].as_str().unwrap().contains("no op nope"), "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("no op kernel \"nope.cu\""), "{v}");
 }
 
 #[test]
