@@ -379,9 +379,8 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SeqwiseCase {
         row_stride: if rng.random_bool(0.5) { e + rng.random_range(1..=5) } else { e },
     };
     let g = match rng.random_range(0..10) {
-        // Both zeros: with g = -0.0 a backward whose terms are all -0.0
-        // shows the sign its sums start from (a mutant that started them
-        // at -0.0 survived 300 cases without it).
+        // Both zeros: g = -0.0 is a valid seed, and its sign reaches the
+        // backward's zero terms.
         0 => pick(rng, &[0.0, -0.0]),
         1 => pick(rng, &[1.0, -1.0]),
         2 => wide(rng, -149, -101),

@@ -154,8 +154,10 @@ const TILE_SPANS: [(usize, usize); 9] =
 const TILES: [usize; 4] = [16, 32, 64, 128];
 /// Largest H and F of a tier-A case (the MPFR oracle's cost grows as T H F).
 const MAX_WIDTH: usize = 16;
-/// Largest H and F of a case whose T is past 8.
+/// Largest H and F of a case whose T is past 8, outside the fragment shapes.
 const MAX_WIDTH_LONG: usize = 3;
+/// T of the fragment shapes: past the m16n8k16 fragment's first 8 rows.
+const FRAGMENT_T: [usize; 4] = [9, 12, 16, 17];
 
 /// T values at the tile edges.
 fn tile_edges() -> Vec<usize> {
@@ -260,7 +262,7 @@ fn generate_shape<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig, many_units: boo
     // tile-span class's cost (at most 17 x 16 x 16). A mutant that fed rows
     // 8..15 the wrong half of K survived 3,000 cases on the H200 without it.
     let (t, mut h, mut f) = if !many_units && rng.random_range(0..10) == 0 {
-        let t = pick(rng, &[9, 12, 16, 17]).min(max_t);
+        let t = pick(rng, &FRAGMENT_T).min(max_t);
         (t, pick(rng, &[9, 14, 16]).min(max_w), pick(rng, &[9, 14, 16]).min(max_w))
     } else {
         let t = match rng.random_range(0..10) {
@@ -883,7 +885,7 @@ mod tests {
             assert!(all_bf16(&c));
             let span = c.t == 1 && TILE_SPANS.contains(&(c.h, c.f));
             assert!(span || (c.h <= MAX_WIDTH && c.f <= MAX_WIDTH && c.t <= 129), "{} {} {}", c.t, c.h, c.f);
-            let fragment = c.t <= 17;
+            let fragment = FRAGMENT_T.contains(&c.t);
             assert!(c.t <= 8 || c.h.max(c.f) <= MAX_WIDTH_LONG || fragment, "{} {} {}", c.t, c.h, c.f);
             assert!(c.t * c.h * c.f <= cfg.max_te);
         }

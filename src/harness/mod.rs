@@ -167,6 +167,25 @@ pub fn available<O: Harness>() -> Available<O> {
     Available { subjects, skipped }
 }
 
+/// Whether `name` is one of the op's subjects on the GPU: `cuda`, or one of
+/// its libraries (`cuda-tc`, `cublas`, ...).
+pub fn is_device_subject<O: Harness>(name: &str) -> bool {
+    name == "cuda" || O::LIBRARIES.contains(&name)
+}
+
+/// The op's subject on the GPU named `name` ([`is_device_subject`]): what
+/// `resolve` gives for it, and what a mutants child hunts with.
+pub fn device_subject<O: Harness>(name: &str) -> Result<SubjectRef<O>, String> {
+    if !is_device_subject::<O>(name) {
+        return Err(format!("{}: no CUDA subject {name:?}", O::NAME));
+    }
+    if name == "cuda" {
+        O::device()
+    } else {
+        O::library(name)
+    }
+}
+
 /// Subjects by name: `all` (every available correct one), `oracle:<profile>`,
 /// `model:<profile>`, `cuda`, the op's libraries (`cublas`), `bug:<name>`,
 /// `bugs` (every planted bug), and any of these after `anyorder:`, the same
@@ -189,10 +208,9 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
     match name {
         "all" => Ok(available::<O>().subjects),
         "bugs" => Ok(O::planted().into_iter().map(|b| b.subject).collect()),
-        "cuda" => O::device().map(|d| vec![d]).map_err(|r| ResolveError::Unavailable(format!("{} cuda: {r}", O::NAME))),
-        lib if O::LIBRARIES.contains(&lib) => {
-            O::library(lib).map(|d| vec![d]).map_err(|r| ResolveError::Unavailable(format!("{} {lib}: {r}", O::NAME)))
-        }
+        dev if is_device_subject::<O>(dev) => device_subject::<O>(dev)
+            .map(|d| vec![d])
+            .map_err(|r| ResolveError::Unavailable(format!("{} {dev}: {r}", O::NAME))),
         _ => {
             if let Some(p) = name.strip_prefix("oracle:") {
                 Ok(vec![Arc::new(ProfileOracle::<O>(profile(p)?))])

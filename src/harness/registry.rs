@@ -171,11 +171,7 @@ impl<O: Harness> DynOp for Registered<O> {
         deadline: Option<std::time::Instant>,
         cfg: &crate::gen::GenConfig,
     ) -> Result<Result<(u64, crate::props::Property, String), u64>, String> {
-        let s = match subject {
-            "cuda" => O::device()?,
-            lib if O::LIBRARIES.contains(&lib) => O::library(lib)?,
-            _ => return Err(format!("{}: no CUDA subject {subject:?}", O::NAME)),
-        };
+        let s = super::device_subject::<O>(subject)?;
         Ok(selftest::first_failure(s.as_ref(), seed, max_cases, deadline, cfg))
     }
     fn class_names(&self) -> Vec<String> {

@@ -249,9 +249,10 @@ fn originals(kernels: &[KernelId], arch: &str, dir: &Path) -> Result<(), String>
     })
 }
 
-/// What one child is asked: a mutant's id (or an op's original kernels),
-/// how progress names it, the op a sanitizer's report is charged to, and
-/// whether it runs at all.
+/// What one child is asked: a mutant's id (or a kernel file's original
+/// source), how progress names it, what a sanitizer's report is charged to
+/// (the op and its subject; the kernel file for an original), and whether
+/// it runs at all.
 pub(super) struct Job {
     pub(super) id: String,
     pub(super) label: String,
