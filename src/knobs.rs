@@ -39,6 +39,10 @@ pub const REQUIRE_NVRTC: &str = "BITPARITY_REQUIRE_NVRTC";
 /// handshake and for each reply (default 60; `bitparity.toml` sets each
 /// named subject's own `timeout_s`).
 pub const EXEC_TIMEOUT: &str = "BITPARITY_EXEC_TIMEOUT";
+/// Seconds a CUDA subject's launch has to finish before the case fails as a
+/// hang (default 60; `bitparity mutants` gives its children a quarter of
+/// their hunt limit).
+pub const KERNEL_TIMEOUT: &str = "BITPARITY_KERNEL_TIMEOUT";
 /// `off`: the CUDA subjects' buffers get no guard zones (default `on`).
 /// `bitparity mutants --sanitizer` sets it for the children it runs under
 /// compute-sanitizer, whose tools check every access themselves and would
@@ -50,7 +54,7 @@ pub const GUARDS: &str = "BITPARITY_GUARDS";
 pub const RECORDED: [&str; 5] = [MAX_TE, MAX_E, MAX_T, SHAPES, CUDA_DEVICE];
 
 /// Every variable the binary reads.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     MAX_TE,
     MAX_E,
     MAX_T,
@@ -65,6 +69,7 @@ pub const ALL: [&str; 14] = [
     REQUIRE_NVRTC,
     GUARDS,
     EXEC_TIMEOUT,
+    KERNEL_TIMEOUT,
 ];
 
 /// `BITPARITY_*` variables that the scripts (`scripts/nvrtc-env`,
@@ -104,6 +109,7 @@ pub fn check_environment() -> Result<(), String> {
     if get::<f64>(EXEC_TIMEOUT)?.is_some() {
         exec_timeout()?;
     }
+    kernel_timeout()?;
     shapes()?;
     guards()?;
     match get::<String>(REQUIRE_NVRTC)?.as_deref() {
@@ -208,6 +214,12 @@ pub fn shell_word(v: &str) -> String {
 pub fn exec_timeout() -> Result<Duration, String> {
     let s = get_or::<f64>(EXEC_TIMEOUT, 60.0)?;
     positive_seconds(s).map_err(|e| format!("{}: {e}", EXEC_TIMEOUT))
+}
+
+/// [`KERNEL_TIMEOUT`] as a duration.
+pub fn kernel_timeout() -> Result<Duration, String> {
+    let s = get_or::<f64>(KERNEL_TIMEOUT, 60.0)?;
+    positive_seconds(s).map_err(|e| format!("{KERNEL_TIMEOUT}: {e}"))
 }
 
 /// `s` seconds as a duration: positive, finite and at most a day.

@@ -179,6 +179,14 @@ struct MutantsArgs {
     /// triage.
     #[arg(long, value_name = "JSON", conflicts_with = "compile_only")]
     from: Vec<PathBuf>,
+    /// The corpus whose entries of an op every mutant meets before the
+    /// generated cases; the original kernels must pass them first
+    /// (default: regressions, when that folder exists).
+    #[arg(long, value_name = "DIR")]
+    corpus: Option<PathBuf>,
+    /// Generated cases only.
+    #[arg(long, conflicts_with = "corpus")]
+    no_corpus: bool,
 }
 
 // One Command is parsed per process: the size of its largest variant costs
@@ -251,6 +259,8 @@ enum Command {
         seconds: Option<f64>,
         #[arg(long)]
         originals: PathBuf,
+        #[arg(long)]
+        corpus: Option<PathBuf>,
     },
     /// NVRTC's front end on these mutants, a JSON line each (run by
     /// `bitparity mutants --compile-only`: NVRTC compiles one program at a
@@ -292,9 +302,16 @@ fn main() -> ExitCode {
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
         Command::Merge { summaries, json, markdown, html } => cmd_merge(&summaries, json, markdown, html),
         Command::Mutants(args) => cmd_mutants(args),
-        Command::MutantChild { id, seed, cases, seconds, originals } => {
+        Command::MutantChild { id, seed, cases, seconds, originals, corpus } => {
             knobs::parse_seed(&seed).map_err(|e| format!("--seed: {e}")).map(|seed| {
-                let ask = bitparity::mutants::child::Ask { id: &id, seed, cases, seconds, originals: &originals };
+                let ask = bitparity::mutants::child::Ask {
+                    id: &id,
+                    seed,
+                    cases,
+                    seconds,
+                    originals: &originals,
+                    corpus: corpus.as_deref(),
+                };
                 let outcome = bitparity::mutants::child::run(&ask);
                 emit(&format!("{}\n", serde_json::to_string(&outcome).unwrap_or_default()));
                 0
@@ -825,7 +842,18 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             Some(spec) => devices::parse(spec, bitparity::subject::cuda::device::device_count)?,
             None => vec![knobs::get_or(knobs::CUDA_DEVICE, 0)?],
         };
+        let corpus = match (a.no_corpus, a.corpus) {
+            (true, _) => None,
+            (false, Some(dir)) if !dir.is_dir() => return Err(format!("--corpus {}: no such folder", dir.display())),
+            (false, Some(dir)) => Some(dir),
+            (false, None) => Some(PathBuf::from("regressions")).filter(|d| d.is_dir()),
+        };
+        match &corpus {
+            Some(dir) => eprintln!("{}", campaign::corpus_summary(dir, &chosen)?),
+            None => eprintln!("no corpus: generated cases only"),
+        }
         let plan = campaign::Plan {
+            corpus,
             seed,
             cases: a.budget_cases,
             seconds,

@@ -64,32 +64,43 @@ fn failing<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Option<(Property, 
         .find_map(|p| judge(p, s, case, &mut References::default()).failure.map(|m| (p, m)))
 }
 
-/// The first case of seed `seed` (of at most `max_cases`, generated before
-/// `deadline`) that subject `s` fails, as (index, property, message); `Err`
+/// The first case that subject `s` fails, as (index, property, message):
+/// the `known` cases first (a corpus's entries, by name; a failure's message
+/// names its entry), then the cases of seed `seed`, at most `max_cases`
+/// generated before `deadline`, numbered on from the known ones. `Err`
 /// holds the number of cases tried when none failed.
 pub fn first_failure<O: Harness>(
     s: &dyn Subject<O>,
+    known: &[(String, O::Case)],
     seed: u64,
     max_cases: u64,
     deadline: Option<std::time::Instant>,
     cfg: &GenConfig,
 ) -> Result<(u64, Property, String), u64> {
-    for i in 0..max_cases {
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(i);
-        }
-        if let Some((p, m)) = failing(s, &case_at::<O>(seed, i, cfg)) {
-            return Ok((i, p, m));
+    for (i, (name, case)) in known.iter().enumerate() {
+        if let Some((p, m)) = failing(s, case) {
+            return Ok((i as u64, p, format!("corpus entry {name}: {m}")));
         }
     }
-    Err(max_cases)
+    let skip = known.len() as u64;
+    for i in 0..max_cases {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(skip + i);
+        }
+        if let Some((p, m)) = failing(s, &case_at::<O>(seed, i, cfg)) {
+            return Ok((skip + i, p, m));
+        }
+    }
+    Err(skip + max_cases)
 }
 
 /// Hunts `bug` from one seed: the first failing case, the property that
 /// caught it, and the smallest shrunk counterexample found near it.
 pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
     let s = bug.subject.as_ref();
-    let Ok((first, property, _)) = first_failure(s, seed, MAX_CASES, None, cfg) else {
+    // Generated cases only: a planted bug's corpus entry would catch it at
+    // once, and the selftest measures the generators.
+    let Ok((first, property, _)) = first_failure(s, &[], seed, MAX_CASES, None, cfg) else {
         return Hunt { seed, cases: None, property: None, shrunk: None, shrunk_size: None, message: None };
     };
     // Shrinking only removes and simplifies, so it can stop in a local

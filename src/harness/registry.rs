@@ -50,13 +50,15 @@ pub trait DynOp: Send + Sync {
     /// Hunts every planted bug of this op.
     fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport>;
     fn planted_count(&self) -> usize;
-    /// The first case of seed `seed` this op's CUDA subject `subject`
-    /// (`cuda`, or a library's kernel such as `cuda-tc`) fails (a mutants
-    /// child hunts its mutant so): `Ok(Err(n))` when none of `n` cases did;
-    /// `Err` when the subject cannot run.
+    /// The first case this op's CUDA subject `subject` (`cuda`, or a
+    /// library's kernel such as `cuda-tc`) fails (a mutants child hunts its
+    /// mutant so): the cases of the corpus `entries` (this op's) first, then
+    /// those of seed `seed`. `Ok(Err(n))` when none of `n` cases did; `Err`
+    /// when the subject cannot run or an entry is not a case of this op.
     fn hunt_cuda(
         &self,
         subject: &str,
+        entries: &[(String, RawEntry)],
         seed: u64,
         max_cases: u64,
         deadline: Option<std::time::Instant>,
@@ -166,13 +168,25 @@ impl<O: Harness> DynOp for Registered<O> {
     fn hunt_cuda(
         &self,
         subject: &str,
+        entries: &[(String, RawEntry)],
         seed: u64,
         max_cases: u64,
         deadline: Option<std::time::Instant>,
         cfg: &crate::gen::GenConfig,
     ) -> Result<Result<(u64, crate::props::Property, String), u64>, String> {
+        let known = entries
+            .iter()
+            .map(|(name, e)| {
+                if e.op != O::NAME {
+                    return Err(format!("{name}: an entry of op {:?}, not {}", e.op, O::NAME));
+                }
+                let case: O::Case = crate::corpus::decode_case(e).map_err(|m| format!("{name}: {m}"))?;
+                O::validate(&case).map_err(|m| format!("{name}: the stored case is invalid: {m}"))?;
+                Ok((name.clone(), case))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         let s = super::device_subject::<O>(subject)?;
-        Ok(selftest::first_failure(s.as_ref(), seed, max_cases, deadline, cfg))
+        Ok(selftest::first_failure(s.as_ref(), &known, seed, max_cases, deadline, cfg))
     }
     fn class_names(&self) -> Vec<String> {
         O::classes().iter().map(|c| c.to_string()).collect()

@@ -16,7 +16,7 @@ use crate::exec::process::kill_group;
 use crate::knobs;
 use crate::subject::cuda::{self, nvrtc, KernelId};
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -169,6 +169,8 @@ pub fn compile_only(mutants: Vec<Mutant>, jobs: usize, triage: &Triage) -> Resul
 /// How a GPU campaign runs.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The corpus whose entries each child judges first (`regressions`).
+    pub corpus: Option<PathBuf>,
     pub seed: u64,
     /// Cases per op each mutant is hunted with.
     pub cases: u64,
@@ -211,6 +213,7 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let start = Instant::now();
     let result = originals(&kernels, dev.arch(), &dir).and_then(|()| {
+        corpus_baseline(&exe, &dir, &kernels, plan)?;
         let jobs: Vec<Job> = mutants.iter().map(|(m, run)| Job::of(m, *run)).collect();
         let outcomes = spawn_all(&exe, &dir, &jobs, plan, None)?;
         match &plan.sanitizer {
@@ -228,6 +231,67 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
             Row::new(m, o, s, triage)
         })
         .collect())
+}
+
+/// What the corpus holds for the ops of the mutants to run, as one line
+/// (an error naming the file when an entry cannot be read).
+pub fn corpus_summary(root: &Path, mutants: &[(Mutant, bool)]) -> Result<String, String> {
+    let mut ops: Vec<&str> = mutants
+        .iter()
+        .filter(|(_, run)| *run)
+        .flat_map(|(m, _)| m.kernels())
+        .filter_map(|k| k.subject().map(|(op, _)| op))
+        .collect();
+    ops.sort();
+    ops.dedup();
+    let counts = ops
+        .iter()
+        .map(|op| child::corpus_entries(Some(root), op).map(|e| format!("{} of {op}", e.len())))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(format!("corpus {}: {} entries judged before the generated cases", root.display(), counts.join(", ")))
+}
+
+/// The original kernels on the corpus alone, before any mutant: a kill by
+/// an entry means something only when the unmutated kernel passes it.
+fn corpus_baseline(exe: &Path, dir: &Path, kernels: &[KernelId], plan: &Plan) -> Result<(), String> {
+    if plan.corpus.is_none() {
+        return Ok(());
+    }
+    let jobs: Vec<Job> = kernels
+        .iter()
+        .filter(|k| k.subject().is_some())
+        .map(|k| {
+            let file = k.source().name;
+            Job {
+                id: format!("{}{file}", child::ORIGINAL),
+                label: format!("the original {file}"),
+                op: file.into(),
+                run: true,
+            }
+        })
+        .collect();
+    eprintln!("the original kernels on the corpus...");
+    let corpus_only = Plan { cases: 0, seconds: None, campaign_limit: None, ..plan.clone() };
+    let verdicts = spawn_all(exe, dir, &jobs, &corpus_only, None)?;
+    let failed: Vec<String> = jobs
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(j, v)| match v {
+            Some((Outcome::Survived { .. }, _)) => None,
+            Some((Outcome::Killed { message, .. }, _)) => Some(format!("{}: {message}", j.op)),
+            Some((o, _)) => Some(format!("{}: {}", j.op, o.label())),
+            None => Some(format!("{}: not run", j.op)),
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the original kernels fail the corpus, so its entries cannot judge mutants ({}); mend the kernel or \
+             the entry, or run with --no-corpus",
+            failed.join("; ")
+        ))
+    }
 }
 
 /// Compiles each original kernel to machine code into `dir`, in parallel.
@@ -337,6 +401,10 @@ pub(super) fn spawn_all(
             let verdict = lines.last().and_then(|l| serde_json::from_str::<Outcome>(l).ok());
             let outcome = if let (Some(w), false) = (wrap, over) {
                 w.verdict(r.index, &jobs[r.index], status, verdict)
+            } else if let Some(o) = verdict.clone().filter(|_| over) {
+                // Its verdict was in, and its exit then waited on the GPU
+                // (a kernel its watchdog gave up on is still running).
+                o
             } else if status.success() || status.code() == Some(1) {
                 match verdict {
                     Some(o) if !over => o,
@@ -368,6 +436,13 @@ pub(super) fn spawn_all(
     Ok(outcomes)
 }
 
+/// How long a child's launch may run before its case fails as a hang: a
+/// quarter of the hunt limit, or less when the user set less.
+fn watchdog(plan: &Plan) -> Duration {
+    let quarter = plan.hunt_limit / 4;
+    knobs::kernel_timeout().map_or(quarter, |set| set.min(quarter))
+}
+
 fn spawn(
     exe: &Path,
     dir: &Path,
@@ -388,7 +463,10 @@ fn spawn(
         .args(["--id", id, "--seed", &plan.seed.to_string(), "--cases", &plan.cases.to_string()])
         .arg("--originals")
         .arg(dir)
+        .args(plan.corpus.iter().flat_map(|c| [std::ffi::OsStr::new("--corpus"), c.as_os_str()]))
         .env(knobs::CUDA_DEVICE, device.to_string())
+        // A hang is then a kill with its case, well before the child's limit.
+        .env(knobs::KERNEL_TIMEOUT, watchdog(plan).as_secs_f64().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -6,13 +6,15 @@
 //! source, compares the machine code with the original's (compiled once by
 //! the campaign), loads the mutated code as the kernels' modules, and hunts
 //! each reached op's CUDA subject through the tier B properties
-//! ([`crate::selftest::HUNT`]); a mutant of the exp headers that all of
-//! them pass is then held to the exp check ([`super::expf`]). It prints [`HUNTING`] on stdout when the
-//! compile is done (the campaign's hunt time limit starts then), and its
-//! verdict as the last line, one JSON [`Outcome`].
+//! ([`crate::selftest::HUNT`]), on the op's corpus entries first, then on
+//! generated cases; a mutant of the exp headers that all of them pass is
+//! then held to the exp check ([`super::expf`]). It prints [`HUNTING`] on
+//! stdout when the compile is done (the campaign's hunt time limit starts
+//! then), and its verdict as the last line, one JSON [`Outcome`].
 
 use super::report::Outcome;
 use super::{by_id, Mutant};
+use crate::corpus::{self, RawEntry};
 use crate::gen::GenConfig;
 use crate::harness::registry::op_by_name;
 use crate::subject::cuda::{self, nvrtc, KernelId, HEADERS};
@@ -37,6 +39,27 @@ pub struct Ask<'a> {
     /// The folder where the campaign wrote each original kernel's machine
     /// code as `NAME.cubin`.
     pub originals: &'a Path,
+    /// The corpus whose entries of an op are judged before its generated
+    /// cases (`regressions`); `None`: generated cases only.
+    pub corpus: Option<&'a Path>,
+}
+
+/// The entries of `op` in the corpus at `root`, by file name: none when
+/// there is no corpus or no folder of the op; an error naming the file for
+/// anything in the folder that is not an entry.
+pub fn corpus_entries(root: Option<&Path>, op: &str) -> Result<Vec<(String, RawEntry)>, String> {
+    let Some(dir) = root.map(|r| r.join(op)).filter(|d| d.is_dir()) else { return Ok(Vec::new()) };
+    let (files, problems) = corpus::list(&dir, &[op])?;
+    if let Some((p, why)) = problems.first() {
+        return Err(format!("{}: {why}", p.display()));
+    }
+    files
+        .iter()
+        .map(|f| {
+            let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+            corpus::read_entry(f).map(|e| (name, e)).map_err(|e| format!("{}: {e}", f.display()))
+        })
+        .collect()
 }
 
 /// The file name of `k`'s original machine code in the originals folder.
@@ -133,10 +156,11 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
         // The exp check kernel is judged last, by its own check.
         let Some((name, subject)) = k.subject() else { continue };
         let op = op_by_name(name).ok_or_else(|| format!("no op {name}"))?;
+        let entries = corpus_entries(ask.corpus, name)?;
         let name = who(name, subject);
         // A subject that cannot load (a kernel's symbol renamed, a launch
         // attribute refused) fails every `check` of the op: a kill, by load.
-        let hunt = match op.hunt_cuda(subject, ask.seed, ask.cases, deadline, &cfg) {
+        let hunt = match op.hunt_cuda(subject, &entries, ask.seed, ask.cases, deadline, &cfg) {
             Ok(h) => h,
             Err(message) => return Ok(Outcome::Killed { op: name, property: "subject-load".into(), case: 0, message }),
         };
@@ -180,7 +204,8 @@ fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
     println!("{HUNTING}");
     let cfg = GenConfig::from_env()?;
     let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
-    Ok(match dynop.hunt_cuda(subject, ask.seed, ask.cases, deadline, &cfg)? {
+    let entries = corpus_entries(ask.corpus, op)?;
+    Ok(match dynop.hunt_cuda(subject, &entries, ask.seed, ask.cases, deadline, &cfg)? {
         Ok((case, property, message)) => Outcome::Killed {
             op: who(op, subject),
             property: property.name().into(),

@@ -442,7 +442,7 @@ pub fn record_failure<O: Harness>(
         Some(why) => (
             case.clone(),
             format!(
-                "the GPU context was lost ({why}): a kernel fault on this case or on another one in flight; \
+                "the GPU context was lost ({why}): a kernel fault or hang on this case or on another one in flight; \
                  not shrunk (every later CUDA call of the process fails); replay it in a new process, \
                  with RAYON_NUM_THREADS=1 to single out the case"
             ),

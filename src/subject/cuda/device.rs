@@ -12,6 +12,7 @@ use cudarc::nvrtc::Ptx;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// What the probe found.
 #[derive(Clone, Debug)]
@@ -32,6 +33,8 @@ pub struct Device {
     pub info: DeviceInfo,
     arch: String,
     modules: Mutex<HashMap<KernelId, Result<Arc<CudaModule>, String>>>,
+    /// How long [`Device::finish`] waits ([`knobs::KERNEL_TIMEOUT`]).
+    watchdog: Duration,
 }
 
 /// A driver error as a subject's device error, naming the step. An error
@@ -52,8 +55,9 @@ static LOST: OnceLock<String> = OnceLock::new();
 
 /// The first error that left this process's CUDA context unusable, if any:
 /// a kernel fault is sticky, so every later CUDA result of the process is
-/// meaningless (the runner stops judging, and does not shrink against a
-/// dead context).
+/// meaningless, and a hung kernel ([`Device::finish`]) holds the stream for
+/// ever (the runner stops judging, and does not shrink against a dead
+/// context).
 pub fn lost() -> Option<&'static str> {
     LOST.get().map(String::as_str)
 }
@@ -109,6 +113,7 @@ fn open() -> Result<Arc<Device>, String> {
     if count <= 0 || ordinal >= count as usize {
         return Err(format!("no CUDA device {ordinal} ({count} found)"));
     }
+    let watchdog = knobs::kernel_timeout()?;
     let ctx = CudaContext::new(ordinal).map_err(|e| format!("opening CUDA device {ordinal}: {e}"))?;
     let (major, minor) = ctx.compute_capability().map_err(|e| format!("compute capability: {e}"))?;
     if major < 8 {
@@ -141,7 +146,14 @@ fn open() -> Result<Arc<Device>, String> {
         nvrtc_version,
         multiprocessors,
     };
-    Ok(Arc::new(Device { ctx, stream, info, arch: format!("sm_{major}{minor}"), modules: Mutex::new(HashMap::new()) }))
+    Ok(Arc::new(Device {
+        ctx,
+        stream,
+        info,
+        arch: format!("sm_{major}{minor}"),
+        modules: Mutex::new(HashMap::new()),
+        watchdog,
+    }))
 }
 
 impl Device {
@@ -207,8 +219,36 @@ impl Device {
         Ok(per_sm.saturating_mul(self.info.multiprocessors.max(1) as u32))
     }
 
-    /// Waits for the stream and checks for an asynchronous error.
+    /// Waits for the stream, at most the watchdog's time, and checks for an
+    /// asynchronous error. A launch still running then fails the case as a
+    /// hang: a blocking synchronize would wait for ever on a kernel that
+    /// never ends, and the case that hangs would never be named. The hung
+    /// kernel keeps the stream, so the context is recorded as lost
+    /// ([`lost`]): nothing later waits behind it.
     pub fn finish(&self, what: &str) -> Result<(), SubjectError> {
+        if let Some(why) = lost() {
+            return Err(SubjectError::Device(format!("{what}: not run, the GPU context is lost ({why})")));
+        }
+        let done = self.ctx.new_event(Some(cu::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(dev_err(what))?;
+        done.record(&self.stream).map_err(dev_err(what))?;
+        let start = Instant::now();
+        // Polled, not waited on: a nap that doubles from 10 us to 2 ms costs
+        // a short launch little and a long one no CPU core.
+        let mut nap = Duration::from_micros(10);
+        while !done.try_is_complete().map_err(dev_err(what))? {
+            if start.elapsed() >= self.watchdog {
+                let msg = format!(
+                    "{what}: the kernel did not finish within {} s ({}): it hangs, or runs far longer than \
+                     such a case needs",
+                    self.watchdog.as_secs_f64(),
+                    knobs::KERNEL_TIMEOUT
+                );
+                let _ = LOST.set(msg.clone());
+                return Err(SubjectError::Device(msg));
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(2));
+        }
         self.stream.synchronize().map_err(dev_err(what))?;
         self.ctx.check_err().map_err(dev_err(what))
     }
