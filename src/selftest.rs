@@ -209,3 +209,34 @@ pub fn to_table(reports: &[BugReport]) -> String {
     let _ = writeln!(out, "\n{}", if all { "every planted bug caught" } else { "SOME PLANTED BUGS WERE MISSED" });
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corpus::{decode_case, read_entry};
+    use oracles::op::seqwise_loss::SeqwiseLoss;
+
+    #[test]
+    fn known_cases_come_first_and_the_generated_ones_are_numbered_on() {
+        let cfg = GenConfig::default();
+        let bugs = SeqwiseLoss::planted();
+        let bug = bugs.iter().find(|b| b.name == "fma-quotient").expect("the planted bug");
+        let s = bug.subject.as_ref();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions/seqwise_loss/conformance-bug-fma-quotient-2daa2736.json");
+        let caught: <SeqwiseLoss as oracles::op::Op>::Case = decode_case(&read_entry(path.as_ref()).unwrap()).unwrap();
+        // A case the bug passes, and the first generated one it fails.
+        let seed = 7;
+        let passed = (0..).map(|i| case_at::<SeqwiseLoss>(seed, i, &cfg)).find(|c| failing(s, c).is_none()).unwrap();
+        let (first, _, message) = first_failure(s, &[], seed, 1000, None, &cfg).expect("the bug is caught");
+
+        let known = vec![("passes.json".to_string(), passed.clone()), ("caught.json".to_string(), caught)];
+        let (i, p, m) = first_failure(s, &known, seed, 1000, None, &cfg).expect("the entry catches it");
+        assert_eq!((i, p), (1, Property::Conformance));
+        assert!(m.starts_with("corpus entry caught.json: "), "{m}");
+
+        let known = vec![("passes.json".to_string(), passed)];
+        let (i, _, m) = first_failure(s, &known, seed, 1000, None, &cfg).expect("the bug is caught");
+        assert_eq!((i, m), (first + 1, message), "generated cases are numbered after the known one");
+        assert_eq!(first_failure(s, &known, seed, 0, None, &cfg).unwrap_err(), 1, "the known case is counted");
+    }
+}

@@ -112,6 +112,12 @@ fn bad_input_gets_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     let out = bitparity().args(["check", "--op", "nope"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown op"));
+    // A watchdog of 0 s would fail every launch: refused, named.
+    for bad in ["0", "-1", "soon"] {
+        let out = bitparity().args(["check", "--cases", "1"]).env("BITPARITY_KERNEL_TIMEOUT", bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("BITPARITY_KERNEL_TIMEOUT"), "{bad}");
+    }
     let dir = tmp("garbage");
     let f = dir.join("x.json");
     std::fs::write(&f, "{not json").unwrap();

@@ -215,3 +215,44 @@ fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
         Err(cases) => Outcome::Survived { cases },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_corpus_gives_its_entries_of_the_op_by_file_name_and_names_a_bad_file() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"));
+        let entries = corpus_entries(Some(root), "router").unwrap();
+        let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"conformance-cuda-2bc1e54c.json"), "{names:?}");
+        assert!(entries.iter().all(|(_, e)| e.op == "router"));
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "file order");
+        // No corpus, or no folder of the op: no entry.
+        assert!(corpus_entries(None, "router").unwrap().is_empty());
+        assert!(corpus_entries(Some(root), "shared_expert_missing").unwrap().is_empty());
+
+        let dir = std::env::temp_dir().join(format!("bitparity-child-corpus-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("router")).unwrap();
+        std::fs::write(dir.join("router/broken.json"), b"{\"op\": ").unwrap();
+        let e = corpus_entries(Some(&dir), "router").unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(e.contains("broken.json"), "{e}");
+    }
+
+    #[test]
+    fn a_hunt_refuses_an_entry_of_another_op_or_an_invalid_case_before_any_gpu_work() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"));
+        let seqwise = corpus_entries(Some(root), "seqwise_loss").unwrap();
+        let router = op_by_name("router").unwrap();
+        let cfg = GenConfig::default();
+        let e = router.hunt_cuda("cuda", &seqwise[..1], 1, 1, None, &cfg).unwrap_err();
+        assert!(e.contains(&seqwise[0].0) && e.contains("not router"), "{e}");
+        let mut bad = corpus_entries(Some(root), "router").unwrap().remove(0);
+        bad.1.case["k"] = serde_json::json!(0);
+        let e = router.hunt_cuda("cuda", &[bad.clone()], 1, 1, None, &cfg).unwrap_err();
+        assert!(e.contains(&bad.0) && e.contains("invalid"), "{e}");
+    }
+}

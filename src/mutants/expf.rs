@@ -13,6 +13,7 @@
 
 use crate::subject::cuda::expf::ExpfCheckDevice;
 use crate::subject::cuda::HEADERS;
+use crate::subject::SubjectError;
 use oracles::expf::exp_f32;
 use oracles::same_bits;
 
@@ -50,13 +51,17 @@ fn hard_inputs() -> Vec<u32> {
 
 /// Runs the sample on the loaded check kernel: `Ok(None)` when every
 /// result matches; `Ok(Some((window, message)))` at the first window with
-/// a mismatch.
+/// a mismatch, or whose launch failed (a fault, a hang), as an op's case
+/// fails on a device error.
 pub fn check() -> Result<Option<(u64, String)>, String> {
     let mut dev = ExpfCheckDevice::open(WINDOW).map_err(|e| e.to_string())?;
     let mut host = vec![0u32; WINDOW as usize];
     for (i, (start, n)) in windows().into_iter().enumerate() {
         let out = &mut host[..n as usize];
-        dev.run(start, out).map_err(|e| e.to_string())?;
+        match dev.run(start, out) {
+            Err(e @ SubjectError::Device(_)) => return Ok(Some((i as u64, e.to_string()))),
+            r => r.map_err(|e| e.to_string())?,
+        }
         for (j, &got) in out.iter().enumerate() {
             let x = f32::from_bits(start + j as u32);
             let want = exp_f32(x);
