@@ -40,8 +40,8 @@ pub const REQUIRE_NVRTC: &str = "BITPARITY_REQUIRE_NVRTC";
 /// named subject's own `timeout_s`).
 pub const EXEC_TIMEOUT: &str = "BITPARITY_EXEC_TIMEOUT";
 /// Seconds a CUDA subject's launch has to finish before the case fails as a
-/// hang (default 60; `bitparity mutants` gives its children a quarter of
-/// their hunt limit).
+/// hang (default 60; `bitparity mutants` gives its children at most a
+/// quarter of their hunt limit).
 pub const KERNEL_TIMEOUT: &str = "BITPARITY_KERNEL_TIMEOUT";
 /// `off`: the CUDA subjects' buffers get no guard zones (default `on`).
 /// `bitparity mutants --sanitizer` sets it for the children it runs under

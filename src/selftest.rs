@@ -222,7 +222,8 @@ mod tests {
         let bugs = SeqwiseLoss::planted();
         let bug = bugs.iter().find(|b| b.name == "fma-quotient").expect("the planted bug");
         let s = bug.subject.as_ref();
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/regressions/seqwise_loss/conformance-bug-fma-quotient-2daa2736.json");
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/regressions/seqwise_loss/conformance-bug-fma-quotient-2daa2736.json");
         let caught: <SeqwiseLoss as oracles::op::Op>::Case = decode_case(&read_entry(path.as_ref()).unwrap()).unwrap();
         // A case the bug passes, and the first generated one it fails.
         let seed = 7;

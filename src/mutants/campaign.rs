@@ -257,19 +257,7 @@ fn corpus_baseline(exe: &Path, dir: &Path, kernels: &[KernelId], plan: &Plan) ->
     if plan.corpus.is_none() {
         return Ok(());
     }
-    let jobs: Vec<Job> = kernels
-        .iter()
-        .filter(|k| k.subject().is_some())
-        .map(|k| {
-            let file = k.source().name;
-            Job {
-                id: format!("{}{file}", child::ORIGINAL),
-                label: format!("the original {file}"),
-                op: file.into(),
-                run: true,
-            }
-        })
-        .collect();
+    let jobs: Vec<Job> = kernels.iter().filter(|k| k.subject().is_some()).map(|&k| Job::original(k)).collect();
     eprintln!("the original kernels on the corpus...");
     let corpus_only = Plan { cases: 0, seconds: None, campaign_limit: None, ..plan.clone() };
     let verdicts = spawn_all(exe, dir, &jobs, &corpus_only, None)?;
@@ -325,6 +313,17 @@ pub(super) struct Job {
 }
 
 impl Job {
+    /// Kernel `k`'s unmutated source, hunted as a mutant is: a baseline,
+    /// charged to the kernel file.
+    pub(super) fn original(k: KernelId) -> Job {
+        let file = k.source().name;
+        Job {
+            id: format!("{}{file}", child::ORIGINAL),
+            label: format!("the original {file}"),
+            op: file.into(),
+            run: true,
+        }
+    }
     pub(super) fn of(m: &Mutant, run: bool) -> Job {
         Job {
             id: m.id.clone(),
@@ -437,7 +436,8 @@ pub(super) fn spawn_all(
 }
 
 /// How long a child's launch may run before its case fails as a hang: a
-/// quarter of the hunt limit, or less when the user set less.
+/// quarter of the hunt limit, at most `BITPARITY_KERNEL_TIMEOUT` (60 s
+/// unless set).
 fn watchdog(plan: &Plan) -> Duration {
     let quarter = plan.hunt_limit / 4;
     knobs::kernel_timeout().map_or(quarter, |set| set.min(quarter))

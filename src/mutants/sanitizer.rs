@@ -3,7 +3,6 @@
 //! tools, each tool first held to the original kernels.
 
 use super::campaign::{spawn_all, Job, Plan};
-use super::child;
 use super::report::Outcome;
 use super::{op_kernels, Mutant};
 use crate::knobs;
@@ -66,18 +65,7 @@ pub(super) fn run(
             break;
         }
         // The baseline: each reached kernel's unmutated source, under this tool.
-        let baseline: Vec<Job> = kernels
-            .iter()
-            .map(|k| {
-                let file = k.source().name;
-                Job {
-                    id: format!("{}{file}", child::ORIGINAL),
-                    label: format!("the original {file}"),
-                    op: file.into(),
-                    run: true,
-                }
-            })
-            .collect();
+        let baseline: Vec<Job> = kernels.iter().map(|&k| Job::original(k)).collect();
         let names: Vec<&str> = kernels.iter().map(|k| k.source().name).collect();
         eprintln!(
             "{tool}: the original kernels of {} ({:.0} s into the campaign)...",

@@ -88,7 +88,10 @@ impl ExpfCheckDevice {
         unsafe { b.launch(cfg) }.map_err(|e| format!("expf_check launch: {e}"))?;
         // Under the watchdog: a launch that never ends fails, it does not
         // block the copy below for ever.
-        self.dev.finish("expf_check").map_err(|e| e.to_string())?;
+        self.dev.finish("expf_check").map_err(|e| match e {
+            SubjectError::Device(m) => m,
+            e => e.to_string(),
+        })?;
         let view = self.out.slice(..count as usize);
         stream.memcpy_dtoh(&view, host).map_err(|e| format!("copying the results back: {e}"))?;
         stream.synchronize().map_err(|e| format!("expf_check: {e}"))?;
