@@ -187,6 +187,13 @@ struct MutantsArgs {
     /// Generated cases only.
     #[arg(long, conflicts_with = "corpus")]
     no_corpus: bool,
+    /// Judge each case by these properties only, in this order (repeatable;
+    /// default: the selftest's conformance, padding, offset-stride,
+    /// batch-invariance, determinism, validation). For tier B's reference
+    /// shapes, whose CPU oracles take minutes a case, the ones that compare
+    /// the kernel with itself.
+    #[arg(long, value_name = "PROPERTY")]
+    property: Vec<String>,
 }
 
 // One Command is parsed per process: the size of its largest variant costs
@@ -261,6 +268,8 @@ enum Command {
         originals: PathBuf,
         #[arg(long)]
         corpus: Option<PathBuf>,
+        #[arg(long)]
+        property: Vec<String>,
     },
     /// NVRTC's front end on these mutants, a JSON line each (run by
     /// `bitparity mutants --compile-only`: NVRTC compiles one program at a
@@ -302,8 +311,10 @@ fn main() -> ExitCode {
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
         Command::Merge { summaries, json, markdown, html } => cmd_merge(&summaries, json, markdown, html),
         Command::Mutants(args) => cmd_mutants(args),
-        Command::MutantChild { id, seed, cases, seconds, originals, corpus } => {
-            knobs::parse_seed(&seed).map_err(|e| format!("--seed: {e}")).map(|seed| {
+        Command::MutantChild { id, seed, cases, seconds, originals, corpus, property } => {
+            let properties = hunt_properties(&property);
+            knobs::parse_seed(&seed).map_err(|e| format!("--seed: {e}")).and_then(|seed| {
+                let properties = properties?;
                 let ask = bitparity::mutants::child::Ask {
                     id: &id,
                     seed,
@@ -311,10 +322,11 @@ fn main() -> ExitCode {
                     seconds,
                     originals: &originals,
                     corpus: corpus.as_deref(),
+                    properties: &properties,
                 };
                 let outcome = bitparity::mutants::child::run(&ask);
                 emit(&format!("{}\n", serde_json::to_string(&outcome).unwrap_or_default()));
-                0
+                Ok(0)
             })
         }
         Command::MutantCompile { ids } => {
@@ -770,6 +782,26 @@ fn cmd_selftest(op: Option<&str>, json: Option<PathBuf>, seed: &str) -> Outcome 
     Ok(if reports.iter().all(|r| r.caught) { 0 } else { 1 })
 }
 
+/// The properties of `bitparity mutants --property`: the hunt's, in the
+/// order given, each once; all of them when none is given.
+fn hunt_properties(names: &[String]) -> Result<Vec<bitparity::props::Property>, String> {
+    use bitparity::selftest::HUNT;
+    if names.is_empty() {
+        return Ok(HUNT.to_vec());
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let p = HUNT.into_iter().find(|p| p.name() == n).ok_or_else(|| {
+            let known: Vec<&str> = HUNT.iter().map(|p| p.name()).collect();
+            format!("--property {n}: not a property a mutant is hunted with (those: {})", known.join(", "))
+        })?;
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
 fn cmd_mutants(a: MutantsArgs) -> Outcome {
     use bitparity::mutants::{campaign, report as mreport, triage::Triage, Rule};
     let seed = knobs::parse_seed(&a.seed).map_err(|e| format!("--seed: {e}"))?;
@@ -777,6 +809,7 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
         Some(s) if s.is_nan() || s <= 0.0 || s > 1e9 => Err(format!("{what} must be a positive number of seconds")),
         s => Ok(s),
     };
+    let properties = hunt_properties(&a.property)?;
     let seconds = positive(a.seconds, "--seconds")?;
     let timeout = positive(a.timeout, "--timeout")?.unwrap_or(seconds.map_or(300.0, |s| s + 60.0));
     let campaign_seconds = positive(a.campaign_seconds, "--campaign-seconds")?;
@@ -854,6 +887,7 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
         }
         let plan = campaign::Plan {
             corpus,
+            properties,
             seed,
             cases: a.budget_cases,
             seconds,
@@ -880,17 +914,23 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             "{run} mutants, {jobs} at a time on GPUs {:?}, {} cases each (seed {seed})...",
             plan.devices, plan.cases
         );
+        let names: Vec<&str> = plan.properties.iter().map(|p| p.name()).collect();
         header = format!(
-            "{run} mutants run, seed {seed}, {} cases{} per op{}, bitparity {}",
+            "{run} mutants run, seed {seed}, {} cases{} per op{}{}, bitparity {}",
             plan.cases,
             seconds.map_or(String::new(), |s| format!(" or {s} s")),
+            plan.corpus.as_ref().map_or(String::new(), |c| format!(" after the corpus {}", c.display())),
             plan.sanitizer.as_ref().map_or(String::new(), |z| format!(
                 "; survivors again under compute-sanitizer {} ({} cases)",
                 z.tools.join(", "),
                 z.cases
             )),
             env!("CARGO_PKG_VERSION")
-        );
+        ) + &if names.len() < bitparity::selftest::HUNT.len() {
+            format!("; judged by {} only", names.join(", "))
+        } else {
+            String::new()
+        };
         campaign::run(chosen, &plan, &triage)?
     };
     let scores = mreport::scores(&rows);

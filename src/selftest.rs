@@ -57,20 +57,24 @@ pub struct BugReport {
     pub hunts: Vec<Hunt>,
 }
 
-/// The first property of [`HUNT`] that `s` fails on `case`, with its message.
-fn failing<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Option<(Property, String)> {
-    HUNT.into_iter()
+/// The first property of `props` (in their order) that `s` fails on
+/// `case`, with its message.
+fn failing<O: Harness>(s: &dyn Subject<O>, props: &[Property], case: &O::Case) -> Option<(Property, String)> {
+    props
+        .iter()
+        .copied()
         .filter(|&p| applies(p, s).is_ok())
         .find_map(|p| judge(p, s, case, &mut References::default()).failure.map(|m| (p, m)))
 }
 
-/// The first case that subject `s` fails, as (index, property, message):
-/// the `known` cases first (a corpus's entries, by name; a failure's message
-/// names its entry), then the cases of seed `seed`, at most `max_cases`
-/// generated before `deadline`, numbered on from the known ones. `Err`
-/// holds the number of cases tried when none failed.
+/// The first case that subject `s` fails by one of `props`, as (index,
+/// property, message): the `known` cases first (a corpus's entries, by
+/// name; a failure's message names its entry), then the cases of seed
+/// `seed`, at most `max_cases` generated before `deadline`, numbered on from
+/// the known ones. `Err` holds the number of cases tried when none failed.
 pub fn first_failure<O: Harness>(
     s: &dyn Subject<O>,
+    props: &[Property],
     known: &[(String, O::Case)],
     seed: u64,
     max_cases: u64,
@@ -78,7 +82,7 @@ pub fn first_failure<O: Harness>(
     cfg: &GenConfig,
 ) -> Result<(u64, Property, String), u64> {
     for (i, (name, case)) in known.iter().enumerate() {
-        if let Some((p, m)) = failing(s, case) {
+        if let Some((p, m)) = failing(s, props, case) {
             return Ok((i as u64, p, format!("corpus entry {name}: {m}")));
         }
     }
@@ -87,7 +91,7 @@ pub fn first_failure<O: Harness>(
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(skip + i);
         }
-        if let Some((p, m)) = failing(s, &case_at::<O>(seed, i, cfg)) {
+        if let Some((p, m)) = failing(s, props, &case_at::<O>(seed, i, cfg)) {
             return Ok((skip + i, p, m));
         }
     }
@@ -100,7 +104,7 @@ pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
     let s = bug.subject.as_ref();
     // Generated cases only: a planted bug's corpus entry would catch it at
     // once, and the selftest measures the generators.
-    let Ok((first, property, _)) = first_failure(s, &[], seed, MAX_CASES, None, cfg) else {
+    let Ok((first, property, _)) = first_failure(s, &HUNT, &[], seed, MAX_CASES, None, cfg) else {
         return Hunt { seed, cases: None, property: None, shrunk: None, shrunk_size: None, message: None };
     };
     // Shrinking only removes and simplifies, so it can stop in a local
@@ -109,7 +113,7 @@ pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
     let mut candidates: Vec<(O::Case, Property)> = (first..first + SMALLER_WITHIN)
         .filter_map(|i| {
             let c = case_at::<O>(seed, i, cfg);
-            failing(s, &c).map(|(p, _)| (c, p))
+            failing(s, &HUNT, &c).map(|(p, _)| (c, p))
         })
         .collect();
     candidates.sort_by_key(|(c, _)| O::size(c));
@@ -227,17 +231,20 @@ mod tests {
         let caught: <SeqwiseLoss as oracles::op::Op>::Case = decode_case(&read_entry(path.as_ref()).unwrap()).unwrap();
         // A case the bug passes, and the first generated one it fails.
         let seed = 7;
-        let passed = (0..).map(|i| case_at::<SeqwiseLoss>(seed, i, &cfg)).find(|c| failing(s, c).is_none()).unwrap();
-        let (first, _, message) = first_failure(s, &[], seed, 1000, None, &cfg).expect("the bug is caught");
+        let passed = (0..).map(|i| case_at::<SeqwiseLoss>(seed, i, &cfg)).find(|c| failing(s, &HUNT, c).is_none()).unwrap();
+        let (first, _, message) = first_failure(s, &HUNT, &[], seed, 1000, None, &cfg).expect("the bug is caught");
 
         let known = vec![("passes.json".to_string(), passed.clone()), ("caught.json".to_string(), caught)];
-        let (i, p, m) = first_failure(s, &known, seed, 1000, None, &cfg).expect("the entry catches it");
+        let (i, p, m) = first_failure(s, &HUNT, &known, seed, 1000, None, &cfg).expect("the entry catches it");
         assert_eq!((i, p), (1, Property::Conformance));
         assert!(m.starts_with("corpus entry caught.json: "), "{m}");
+        // Judged by a property that cannot see the bug, nothing fails.
+        let only = [Property::Validation];
+        assert_eq!(first_failure(s, &only, &known, seed, 50, None, &cfg).unwrap_err(), 52);
 
         let known = vec![("passes.json".to_string(), passed)];
-        let (i, _, m) = first_failure(s, &known, seed, 1000, None, &cfg).expect("the bug is caught");
+        let (i, _, m) = first_failure(s, &HUNT, &known, seed, 1000, None, &cfg).expect("the bug is caught");
         assert_eq!((i, m), (first + 1, message), "generated cases are numbered after the known one");
-        assert_eq!(first_failure(s, &known, seed, 0, None, &cfg).unwrap_err(), 1, "the known case is counted");
+        assert_eq!(first_failure(s, &HUNT, &known, seed, 0, None, &cfg).unwrap_err(), 1, "the known case is counted");
     }
 }

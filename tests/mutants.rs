@@ -80,6 +80,8 @@ fn bad_arguments_are_usage_errors() {
         (&["mutants", "--triage", "/nonexistent/triage.toml"][..], "triage.toml"),
         (&["mutants", "--sanitizer", "memcheck,nope"][..], "no tool \"nope\""),
         (&["mutants", "--sanitizer", "memcheck", "--sanitizer-cases", "0"][..], "at least 1"),
+        (&["mutants", "--list", "--property", "accuracy"][..], "not a property a mutant is hunted with"),
+        (&["mutants", "--kernel", "router.cu", "--corpus", "/nonexistent/corpus"][..], "no such folder"),
     ] {
         let o = bitparity(args);
         let (_, err) = text(&o);

@@ -51,13 +51,16 @@ pub trait DynOp: Send + Sync {
     fn selftest(&self, first_seed: u64, cfg: &crate::gen::GenConfig) -> Vec<BugReport>;
     fn planted_count(&self) -> usize;
     /// The first case this op's CUDA subject `subject` (`cuda`, or a
-    /// library's kernel such as `cuda-tc`) fails (a mutants child hunts its
-    /// mutant so): the cases of the corpus `entries` (this op's) first, then
-    /// those of seed `seed`. `Ok(Err(n))` when none of `n` cases did; `Err`
-    /// when the subject cannot run or an entry is not a case of this op.
+    /// library's kernel such as `cuda-tc`) fails by one of `props` (a
+    /// mutants child hunts its mutant so): the cases of the corpus `entries`
+    /// (this op's) first, then those of seed `seed`. `Ok(Err(n))` when none
+    /// of `n` cases did; `Err` when the subject cannot run or an entry is
+    /// not a case of this op.
+    #[allow(clippy::too_many_arguments)]
     fn hunt_cuda(
         &self,
         subject: &str,
+        props: &[crate::props::Property],
         entries: &[(String, RawEntry)],
         seed: u64,
         max_cases: u64,
@@ -168,6 +171,7 @@ impl<O: Harness> DynOp for Registered<O> {
     fn hunt_cuda(
         &self,
         subject: &str,
+        props: &[crate::props::Property],
         entries: &[(String, RawEntry)],
         seed: u64,
         max_cases: u64,
@@ -186,7 +190,7 @@ impl<O: Harness> DynOp for Registered<O> {
             })
             .collect::<Result<Vec<_>, String>>()?;
         let s = super::device_subject::<O>(subject)?;
-        Ok(selftest::first_failure(s.as_ref(), &known, seed, max_cases, deadline, cfg))
+        Ok(selftest::first_failure(s.as_ref(), props, &known, seed, max_cases, deadline, cfg))
     }
     fn class_names(&self) -> Vec<String> {
         O::classes().iter().map(|c| c.to_string()).collect()

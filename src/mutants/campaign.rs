@@ -171,6 +171,8 @@ pub fn compile_only(mutants: Vec<Mutant>, jobs: usize, triage: &Triage) -> Resul
 pub struct Plan {
     /// The corpus whose entries each child judges first (`regressions`).
     pub corpus: Option<PathBuf>,
+    /// The properties each case is judged by, in order.
+    pub properties: Vec<crate::props::Property>,
     pub seed: u64,
     /// Cases per op each mutant is hunted with.
     pub cases: u64,
@@ -464,6 +466,7 @@ fn spawn(
         .arg("--originals")
         .arg(dir)
         .args(plan.corpus.iter().flat_map(|c| [std::ffi::OsStr::new("--corpus"), c.as_os_str()]))
+        .args(plan.properties.iter().flat_map(|p| ["--property", p.name()]))
         .env(knobs::CUDA_DEVICE, device.to_string())
         // A hang is then a kill with its case, well before the child's limit.
         .env(knobs::KERNEL_TIMEOUT, watchdog(plan).as_secs_f64().to_string())

@@ -6,7 +6,7 @@
 //! source, compares the machine code with the original's (compiled once by
 //! the campaign), loads the mutated code as the kernels' modules, and hunts
 //! each reached op's CUDA subject through the tier B properties
-//! ([`crate::selftest::HUNT`]), on the op's corpus entries first, then on
+//! ([`crate::selftest::HUNT`], or those asked), on the op's corpus entries first, then on
 //! generated cases; a mutant of the exp headers that all of them pass is
 //! then held to the exp check ([`super::expf`]). It prints [`HUNTING`] on
 //! stdout when the compile is done (the campaign's hunt time limit starts
@@ -17,6 +17,7 @@ use super::{by_id, Mutant};
 use crate::corpus::{self, RawEntry};
 use crate::gen::GenConfig;
 use crate::harness::registry::op_by_name;
+use crate::props::Property;
 use crate::subject::cuda::{self, nvrtc, KernelId, HEADERS};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -42,6 +43,9 @@ pub struct Ask<'a> {
     /// The corpus whose entries of an op are judged before its generated
     /// cases (`regressions`); `None`: generated cases only.
     pub corpus: Option<&'a Path>,
+    /// The properties each case is judged by, in this order (a subset of
+    /// [`crate::selftest::HUNT`], which is the default).
+    pub properties: &'a [Property],
 }
 
 /// The entries of `op` in the corpus at `root`, by file name: none when
@@ -160,7 +164,7 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
         let name = who(name, subject);
         // A subject that cannot load (a kernel's symbol renamed, a launch
         // attribute refused) fails every `check` of the op: a kill, by load.
-        let hunt = match op.hunt_cuda(subject, &entries, ask.seed, ask.cases, deadline, &cfg) {
+        let hunt = match op.hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg) {
             Ok(h) => h,
             Err(message) => return Ok(Outcome::Killed { op: name, property: "subject-load".into(), case: 0, message }),
         };
@@ -205,7 +209,7 @@ fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
     let cfg = GenConfig::from_env()?;
     let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let entries = corpus_entries(ask.corpus, op)?;
-    Ok(match dynop.hunt_cuda(subject, &entries, ask.seed, ask.cases, deadline, &cfg)? {
+    Ok(match dynop.hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg)? {
         Ok((case, property, message)) => Outcome::Killed {
             op: who(op, subject),
             property: property.name().into(),
@@ -219,6 +223,7 @@ fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selftest::HUNT;
 
     #[test]
     fn a_corpus_gives_its_entries_of_the_op_by_file_name_and_names_a_bad_file() {
@@ -248,11 +253,11 @@ mod tests {
         let seqwise = corpus_entries(Some(root), "seqwise_loss").unwrap();
         let router = op_by_name("router").unwrap();
         let cfg = GenConfig::default();
-        let e = router.hunt_cuda("cuda", &seqwise[..1], 1, 1, None, &cfg).unwrap_err();
+        let e = router.hunt_cuda("cuda", &HUNT, &seqwise[..1], 1, 1, None, &cfg).unwrap_err();
         assert!(e.contains(&seqwise[0].0) && e.contains("not router"), "{e}");
         let mut bad = corpus_entries(Some(root), "router").unwrap().remove(0);
         bad.1.case["k"] = serde_json::json!(0);
-        let e = router.hunt_cuda("cuda", &[bad.clone()], 1, 1, None, &cfg).unwrap_err();
+        let e = router.hunt_cuda("cuda", &HUNT, &[bad.clone()], 1, 1, None, &cfg).unwrap_err();
         assert!(e.contains(&bad.0) && e.contains("invalid"), "{e}");
     }
 }
