@@ -231,7 +231,8 @@ mod tests {
         let caught: <SeqwiseLoss as oracles::op::Op>::Case = decode_case(&read_entry(path.as_ref()).unwrap()).unwrap();
         // A case the bug passes, and the first generated one it fails.
         let seed = 7;
-        let passed = (0..).map(|i| case_at::<SeqwiseLoss>(seed, i, &cfg)).find(|c| failing(s, &HUNT, c).is_none()).unwrap();
+        let passed =
+            (0..).map(|i| case_at::<SeqwiseLoss>(seed, i, &cfg)).find(|c| failing(s, &HUNT, c).is_none()).unwrap();
         let (first, _, message) = first_failure(s, &HUNT, &[], seed, 1000, None, &cfg).expect("the bug is caught");
 
         let known = vec![("passes.json".to_string(), passed.clone()), ("caught.json".to_string(), caught)];

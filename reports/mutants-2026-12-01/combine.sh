@@ -22,7 +22,7 @@ runs="seqwise-shared.json shared.json router-sample.json headers-sample.json
   ../mutants-2026-12-02/run-22/r/race.json ../mutants-2026-12-02/run-22/r/frag.json
   ../mutants-2026-12-02/run-22/r/headers.json ../mutants-2026-12-02/run-22/r/gzero.json
   ../mutants-2026-12-02/run-23/r/hang.json ../mutants-2026-12-02/run-23/r/corpus.json
-  ../mutants-2026-12-02/run-24/r/hang.json"
+  ../mutants-2026-12-02/run-24/r/hang.json ../mutants-2026-12-02/run-25/r/ref.json"
 # Left out: run-22/r/ref.json. Its two mutants timed out at tier B's
 # reference shapes because conformance runs the CPU's MMA model on those
 # shapes (minutes a case), not because the kernels hung: no verdict.

@@ -427,3 +427,43 @@ pub fn finite_differences<O: Op>(case: &O::Case) -> Judgement {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::resolve;
+    use oracles::op::seqwise_loss::SeqwiseLoss;
+    use oracles::op::shared_expert::SharedExpert;
+
+    /// `applies` of `property` to the one subject `name` of op `O`: `Ok` or
+    /// the reason.
+    fn verdict<O: Harness>(property: Property, name: &str) -> Result<(), String> {
+        let s = resolve::<O>(name).unwrap();
+        assert_eq!(s.len(), 1, "{name}");
+        applies(property, s[0].as_ref())
+    }
+
+    #[test]
+    fn a_property_that_cannot_judge_a_subject_says_why_and_one_that_can_applies() {
+        let reason = |r: Result<(), String>| r.expect_err("n/a");
+        // The profile oracle against itself, or read as a memory layout.
+        assert!(reason(verdict::<SeqwiseLoss>(Property::Conformance, "oracle:serial")).contains("with itself"));
+        assert!(reason(verdict::<SeqwiseLoss>(Property::OffsetStride, "oracle:serial")).contains("memory layout"));
+        // A CPU function is deterministic by construction.
+        assert!(reason(verdict::<SeqwiseLoss>(Property::Determinism, "model:serial")).contains("pure CPU"));
+        // A subject that claims no profile has no bits to conform to.
+        let any = verdict::<SeqwiseLoss>(Property::Conformance, "anyorder:model:serial");
+        assert!(reason(any).contains("claims no profile"));
+        // The op's own word on a metamorphic relation.
+        let batch = verdict::<SeqwiseLoss>(Property::BatchInvariance, "model:serial");
+        assert!(reason(batch).contains("own token alone"));
+        assert!(reason(verdict::<SharedExpert>(Property::Padding, "model:serial")).contains("no padding mask"));
+        // Where nothing stands in the way, the property judges.
+        for p in [Property::Conformance, Property::OffsetStride, Property::Padding, Property::Validation] {
+            assert_eq!(verdict::<SeqwiseLoss>(p, "model:serial"), Ok(()), "{p}");
+        }
+        for p in [Property::BatchInvariance, Property::Accuracy, Property::Gradient] {
+            assert_eq!(verdict::<SharedExpert>(p, "model:serial"), Ok(()), "{p}");
+        }
+    }
+}
