@@ -466,4 +466,23 @@ mod tests {
             assert_eq!(verdict::<SharedExpert>(p, "model:serial"), Ok(()), "{p}");
         }
     }
+
+    #[test]
+    fn an_accuracy_judgement_carries_its_verdicts_counts() {
+        let s = resolve::<SharedExpert>("model:serial").unwrap().remove(0);
+        let p = s.profile().expect("a profile");
+        let cfg = crate::gen::GenConfig::default();
+        let mut near_ties = 0;
+        for i in 0..40 {
+            let case = crate::harness::case_at::<SharedExpert>(3, i, &cfg);
+            let j = judge(Property::Accuracy, s.as_ref(), &case, &mut References::default());
+            let f = s.forward(&case).unwrap();
+            let acc = ForwardReference::<SharedExpert>::under(&case, &p, s.padding()).unwrap().judge(&case, &f);
+            assert_eq!(j.failure, None);
+            assert_eq!((j.near_ties, j.unbounded, j.undetermined), (acc.near_ties, acc.unbounded, acc.undetermined));
+            assert_eq!(j.ratio, Some(acc.worst_ratio));
+            near_ties += j.near_ties;
+        }
+        assert!(near_ties > 0, "the cases hold near ties to count");
+    }
 }
