@@ -402,9 +402,10 @@ pub(super) fn spawn_all(
             let verdict = lines.last().and_then(|l| serde_json::from_str::<Outcome>(l).ok());
             let outcome = if let (Some(w), false) = (wrap, over) {
                 w.verdict(r.index, &jobs[r.index], status, verdict)
-            } else if let Some(o) = verdict.clone().filter(|_| over) {
+            } else if let (None, Some(o)) = (wrap, verdict.clone().filter(|_| over)) {
                 // Its verdict was in, and its exit then waited on the GPU
-                // (a kernel its watchdog gave up on is still running).
+                // (a kernel its watchdog gave up on is still running). Not
+                // under a sanitizer tool, where only the tool's report kills.
                 o
             } else if status.success() || status.code() == Some(1) {
                 match verdict {
