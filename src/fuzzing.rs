@@ -22,7 +22,7 @@ use crate::harness::{available, resolve, Harness, ResolveError};
 use crate::props::{applies, finite_differences, judge, Judgement, Property, References, MPFR_SUBJECT};
 use crate::runner::shape;
 use crate::subject::{Skip, SubjectRef};
-use oracles::op::{self, Profile};
+use oracles::op::Profile;
 use std::fmt::Write as _;
 
 // The MPFR steps run on small cases only, where each adds at most about
@@ -121,20 +121,7 @@ fn judge_step<O: Harness>(
         Step::FiniteDifferences => Some(finite_differences::<O>(case)),
         Step::ForwardConformance => {
             applies(Property::Conformance, s.as_ref()).ok()?;
-            let p = s.profile()?;
-            let expected = op::forward::<O>(case, &p);
-            let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.forward(case)));
-            Some(match (expected, got) {
-                (Err(e), _) => Judgement::fail(format!("the profile oracle refused the case: {e}")),
-                (_, Err(p)) => Judgement::fail(format!("forward panicked: {}", crate::props::panic_message(&*p))),
-                (_, Ok(Err(e))) => Judgement::fail(format!("forward: {e}")),
-                (Ok(x), Ok(Ok(f))) => {
-                    match crate::props::compare::diff_groups(&O::fwd_groups(case, &x), &O::fwd_groups(case, &f)) {
-                        Some(d) => Judgement::fail(format!("forward {d}")),
-                        None => Judgement::default(),
-                    }
-                }
-            })
+            Some(crate::props::forward_conformance(s.as_ref(), case))
         }
         Step::Judge(p) => {
             applies(p, s.as_ref()).ok()?;

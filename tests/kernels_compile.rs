@@ -35,7 +35,7 @@ fn main() {
         Ok(version) => {
             let mut failures = Vec::new();
             for id in KernelId::ALL {
-                match compile(&id.source(), CI_ARCH, &[]) {
+                match compile(&id.source(), &id.arch(CI_ARCH), &[]) {
                     Ok(c) if c.log.is_empty() => println!(
                         "compiled {} for {} with NVRTC {}.{}: {} bytes of machine code, empty log",
                         c.name,

@@ -43,7 +43,15 @@ fn without_a_gpu_it_fails_closed_with_the_reason() {
 
 #[test]
 fn bad_arguments_are_refused() {
-    for args in [&["--cases", "0"][..], &["--cases", "100001"], &["--seed", "x"], &["--json"], &["--frobnicate"]] {
+    for args in [
+        &["--cases", "0"][..],
+        &["--cases", "100001"],
+        &["--seed", "x"],
+        &["--json"],
+        &["--frobnicate"],
+        &["--instruction", "hmma"],
+        &["--instruction"],
+    ] {
         let out = mma_check().args(args).output().expect("runs");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(!out.stderr.is_empty(), "{args:?}: no reason given");

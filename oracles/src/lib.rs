@@ -4,6 +4,8 @@
 //! - [`order`] and [`profile`]: numeric profiles as data (reduction orders).
 //! - [`bf16`]: rounding to bf16, a discrete decision of the profile.
 //! - [`mma`]: the tensor core's MMA step, bit for bit (the H100's model).
+//! - [`undecided`]: which outputs of a profile oracle depend on a step the
+//!   MMA model does not decide (counted apart by conformance).
 //! - [`any_order`]: the value type that bounds every admissible evaluation
 //!   of a subject that claims no profile (any order of every sum).
 //! - [`padding`]: the padding rule a subject claims (`skip`, bitparity's;
@@ -28,6 +30,7 @@ pub mod order;
 pub mod padding;
 pub mod profile;
 pub mod profile_oracle;
+pub mod undecided;
 
 /// Bitwise equality of two f32 results as SPEC section 2 defines it: bits must
 /// match (the sign of zero counts), except that any NaN matches any NaN.

@@ -129,9 +129,20 @@ impl MmaModel {
     /// `b` have the same length (the hardware's is [`K`]; zeros pad a short
     /// step without changing it).
     pub fn dot_add(&self, a: &[f32], b: &[f32], c: f32) -> f32 {
+        self.step(a, b, c).0
+    }
+
+    /// [`Self::dot_add`], and whether its result is one the model does not
+    /// decide: the aligned sum is nonzero and below 2^-126 in magnitude
+    /// (an f32 subnormal, or a sum that truncates to zero). On the H200,
+    /// 44 of 168,275 such results were one subnormal ulp larger in
+    /// magnitude than the model's (reports/mma-2026-12-02/); no other
+    /// result differed. A profile oracle calls an output that depends on
+    /// such a step undecided ([`crate::undecided`]).
+    pub fn step(&self, a: &[f32], b: &[f32], c: f32) -> (f32, bool) {
         assert_eq!(a.len(), b.len(), "a and b of one step have the same length");
         if let Some(special) = special(a, b, c) {
-            return special;
+            return (special, false);
         }
         let mut terms: Vec<Term> = Vec::with_capacity(a.len() + 1);
         if let Some((negative, mag, exp)) = decode(c) {
@@ -145,7 +156,7 @@ impl MmaModel {
             }
         }
         let Some(max_align) = terms.iter().map(|t| t.align).max() else {
-            return 0.0;
+            return (0.0, false);
         };
         // The grid: quantum 2^q. Each term's magnitude in quanta, truncated.
         let q = max_align - self.frac_bits as i32;
@@ -161,7 +172,9 @@ impl MmaModel {
             };
             sum += if t.negative { -quanta } else { quanta };
         }
-        self.to_f32(sum, q)
+        // |sum| * 2^q < 2^-126: the leading bit of |sum| below 2^(-126 - q).
+        let open = sum != 0 && 127 - (sum.unsigned_abs().leading_zeros() as i32) + q < -126;
+        (self.to_f32(sum, q), open)
     }
 
     /// `sum * 2^q` as an f32, by this model's rounding. A result of zero is
@@ -203,8 +216,17 @@ impl MmaModel {
     /// [`K`] (the last one padded with zeros) `d = dot_add(block, d)`, the
     /// order a kernel with a fixed K tiling and no split-K runs.
     pub fn dot_chain(&self, a: &[f32], b: &[f32], c: f32) -> f32 {
+        self.chain_step(a, b, c).0
+    }
+
+    /// [`Self::dot_chain`], and whether any of its steps is open (see
+    /// [`Self::step`]).
+    pub fn chain_step(&self, a: &[f32], b: &[f32], c: f32) -> (f32, bool) {
         assert_eq!(a.len(), b.len(), "a and b have the same length");
-        a.chunks(K).zip(b.chunks(K)).fold(c, |d, (x, y)| self.dot_add(x, y, d))
+        a.chunks(K).zip(b.chunks(K)).fold((c, false), |(d, open), (x, y)| {
+            let (next, o) = self.step(x, y, d);
+            (next, open || o)
+        })
     }
 
     /// One `m16n8k16` step on whole tiles: `a` is 16 x 16 row-major (m, k),

@@ -14,8 +14,12 @@
 //! and printed with its inputs' bits.
 //!
 //! Usage: bitparity-mma-check [--cases N] [--seed S] [--max-report N]
-//!        [--cpu-only] [--json PATH]
+//!        [--instruction mma|wgmma] [--cpu-only] [--json PATH]
 //!
+//! - `--instruction`: the steps the GPU runs: `mma` (default,
+//!   `mma.sync.m16n8k16`) or `wgmma` (Hopper's `wgmma.mma_async.m64n8k16`,
+//!   A from registers, B from shared memory; sm_90 only). The same cases,
+//!   the same model.
 //! - `--cases`: cases per class (default 500; 128 outputs each).
 //! - `--seed`: the generator's seed (default 1).
 //! - `--max-report`: mismatches printed and kept in the JSON (default 5; all
@@ -33,7 +37,7 @@
 
 use bitparity::fsio::write_report;
 use bitparity::gen::mma::{generate, Class, MmaCase};
-use bitparity::subject::cuda::mma::{MmaBatch, MmaCheckDevice, MAX_CASES};
+use bitparity::subject::cuda::mma::{Instruction, MmaBatch, MmaCheckDevice, MAX_CASES};
 use bitparity::subject::cuda::DeviceInfo;
 use bitparity::subject::SubjectError;
 use oracles::mma::{MmaModel, ALTERNATIVES, H100_BF16, M, N};
@@ -43,7 +47,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-const USAGE: &str = "usage: bitparity-mma-check [--cases N] [--seed S] [--max-report N] [--cpu-only] [--json PATH]";
+const USAGE: &str = "usage: bitparity-mma-check [--cases N] [--seed S] [--max-report N] [--instruction mma|wgmma] \
+                     [--cpu-only] [--json PATH]";
 /// The most cases per class.
 const MAX_CASES_PER_CLASS: usize = 100_000;
 /// Cases generated, run and compared at a time (what one run holds: at
@@ -56,10 +61,11 @@ struct Args {
     max_report: usize,
     cpu_only: bool,
     json: Option<PathBuf>,
+    instruction: Instruction,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { cases: 500, seed: 1, max_report: 5, cpu_only: false, json: None };
+    let mut a = Args { cases: 500, seed: 1, max_report: 5, cpu_only: false, json: None, instruction: Instruction::Mma };
     let mut it = std::env::args().skip(1);
     let num = |flag: &str, v: Option<String>| -> Result<u64, String> {
         let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
@@ -78,6 +84,11 @@ fn parse_args() -> Result<Args, String> {
             "--max-report" => a.max_report = num(&flag, it.next())?.min(1000) as usize,
             "--json" => a.json = Some(it.next().ok_or("--json needs a value")?.into()),
             "--cpu-only" => a.cpu_only = true,
+            "--instruction" => {
+                let v = it.next().ok_or("--instruction needs a value")?;
+                a.instruction =
+                    Instruction::by_name(&v).ok_or_else(|| format!("--instruction {v}: not mma or wgmma\n{USAGE}"))?;
+            }
             "--help" | "-h" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
@@ -120,6 +131,8 @@ struct Summary {
     status: &'static str,
     reason: Option<String>,
     model: String,
+    /// The PTX instruction the GPU ran.
+    instruction: &'static str,
     device: Option<String>,
     seed: u64,
     cases_per_class: usize,
@@ -296,6 +309,7 @@ fn main() {
         status: "cpu-only",
         reason: None,
         model: describe(&H100_BF16),
+        instruction: args.instruction.ptx(),
         device: None,
         seed: args.seed,
         cases_per_class: args.cases,
@@ -306,7 +320,7 @@ fn main() {
     let dev = if args.cpu_only {
         None
     } else {
-        match MmaCheckDevice::open() {
+        match MmaCheckDevice::open(args.instruction) {
             Ok(d) => Some(d),
             Err(e) => {
                 let (status, code, reason) = match e {
@@ -326,6 +340,7 @@ fn main() {
         summary.device = Some(format!("{} (sm_{}{})", i.name, i.compute_capability.0, i.compute_capability.1));
         println!("device: {}", summary.device.as_deref().unwrap_or(""));
     }
+    println!("instruction: {}", summary.instruction);
     println!("model: {}", summary.model);
     for alt in &ALTERNATIVES {
         println!("neighbour: {}", describe(alt));

@@ -106,9 +106,14 @@ pub trait Harness: Op + crate::exec::Wire {
     fn model(profile: &Self::Profile) -> SubjectRef<Self>;
     /// The op's GPU subject, or why it cannot run here.
     fn device() -> Result<SubjectRef<Self>, String>;
-    /// The names of the op's subjects that run only when named
-    /// (shared_expert's tensor-core kernels `cuda-tc` and cuBLAS variants).
+    /// The names of the op's other GPU subjects (shared_expert's
+    /// tensor-core kernels `cuda-tc` and cuBLAS variants): those of
+    /// [`Harness::DEFAULT_LIBRARIES`] are correct subjects, run by default;
+    /// the rest run only when named.
     const LIBRARIES: &'static [&'static str] = &[];
+    /// The libraries among the correct subjects (`cuda-tc`, a kernel that
+    /// claims a profile).
+    const DEFAULT_LIBRARIES: &'static [&'static str] = &[];
     /// The vendor-library subject of that name, or why it cannot run here.
     fn library(name: &str) -> Result<SubjectRef<Self>, String> {
         Err(format!("{}: no library subject {name:?}", Self::NAME))
@@ -152,7 +157,8 @@ pub fn from_fuzz_bytes<O: Harness>(data: &[u8]) -> O::Case {
 }
 
 /// The correct subjects: the profile oracle and the kernel model of every
-/// shipped profile, and the GPU subject where it can run.
+/// shipped profile, and the GPU subjects (`cuda`, the default libraries)
+/// where they can run.
 pub fn available<O: Harness>() -> Available<O> {
     let mut subjects: Vec<SubjectRef<O>> = Vec::new();
     for p in O::profiles() {
@@ -160,9 +166,11 @@ pub fn available<O: Harness>() -> Available<O> {
         subjects.push(O::model(&p));
     }
     let mut skipped = Vec::new();
-    match O::device() {
-        Ok(d) => subjects.push(d),
-        Err(reason) => skipped.push(Skip { suite: format!("{} cuda", O::NAME), reason }),
+    for name in std::iter::once("cuda").chain(O::DEFAULT_LIBRARIES.iter().copied()) {
+        match device_subject::<O>(name) {
+            Ok(d) => subjects.push(d),
+            Err(reason) => skipped.push(Skip { suite: format!("{} {name}", O::NAME), reason }),
+        }
     }
     Available { subjects, skipped }
 }
@@ -190,7 +198,8 @@ pub fn device_subject<O: Harness>(name: &str) -> Result<SubjectRef<O>, String> {
 /// `model:<profile>`, `cuda`, the op's libraries (`cublas`), `bug:<name>`,
 /// `bugs` (every planted bug), and any of these after `anyorder:`, the same
 /// subjects judged as claiming no profile ([`AnyOrderSubject`]). Libraries
-/// and `anyorder:` are never among the defaults: they run only when named.
+/// other than the default ones, and `anyorder:`, are never among the
+/// defaults: they run only when named.
 pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveError> {
     if let Some(inner) = name.strip_prefix(ANY_ORDER_PREFIX) {
         if inner.starts_with(ANY_ORDER_PREFIX) {

@@ -107,11 +107,12 @@ impl Harness for SharedExpert {
         probe(Variant::Strict).map(|c| Arc::new(c) as SubjectRef<Self>)
     }
 
-    /// The tensor-core kernel (not a default subject while its profile's
-    /// MMA model is unconfirmed for subnormal results: docs/mma.md), then
-    /// cuBLAS's variants.
+    /// The tensor-core kernel, then cuBLAS's variants.
     const LIBRARIES: &'static [&'static str] =
         &["cuda-tc", "cublas", "cublas-fp32-reduction", "cublaslt-pinned", "cublaslt-pinned-aligned"];
+    /// The tensor-core kernel claims `mma16-h100`: a correct subject. The
+    /// cuBLAS variants claim no profile (and are not batch-invariant).
+    const DEFAULT_LIBRARIES: &'static [&'static str] = &["cuda-tc"];
 
     fn library(name: &str) -> Result<SubjectRef<Self>, String> {
         use crate::subject::cuda::shared_expert::{probe as probe_cuda, Variant as Kernel};

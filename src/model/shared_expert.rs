@@ -7,6 +7,10 @@
 //! `__float2bfloat16_rn` does. It shares with the oracles the case, profile
 //! and output types, their validation, and `exp_f32`; nothing else.
 //!
+//! Under a profile naming an MMA model (`mma16-h100`) each dot product is
+//! instead a chain of the model's steps over blocks of 16 (the step is
+//! shared with the oracles, as the exp is).
+//!
 //! Without a bug it computes the `serial` profile bit for bit (any NaN
 //! matching any NaN); with a [`SharedExpertBug`] it makes that one mistake.
 //! [`SharedExpertModel::trace`] also hands out the intermediates (z, h, dh,
@@ -24,8 +28,9 @@ use oracles::order::ReductionOrder;
 use oracles::profile::shared_expert::SharedExpertProfile;
 
 /// The kernel model of a profile, with or without a planted bug. It
-/// implements the serial order of each dot product (one thread's chain);
-/// a profile naming another order is refused as unsupported.
+/// implements the serial order of each dot product (one thread's chain),
+/// or the MMA chain of a profile naming an MMA model; a profile naming
+/// another order is refused as unsupported.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SharedExpertModel {
     pub profile: SharedExpertProfile,
@@ -87,9 +92,8 @@ impl SharedExpertModel {
     }
 
     /// Validates the case and the profile (shared validation) and refuses
-    /// any order but the serial chain this kernel runs, and the tensor
-    /// core's MMA steps (a profile naming an MMA model keeps Serial in its
-    /// order fields, which it does not use).
+    /// any order but the serial chain this kernel runs (a profile naming an
+    /// MMA model keeps Serial in its order fields, which it does not use).
     fn prepare(&self, case: &SharedExpertCase) -> Result<(), ModelError> {
         case.validate().map_err(|e| ModelError::Invalid(e.to_string()))?;
         let p = &self.profile;
@@ -101,12 +105,6 @@ impl SharedExpertModel {
                     p.name
                 )));
             }
-        }
-        if let Some(m) = &p.mma {
-            return Err(ModelError::Unsupported(format!(
-                "MMA model {m} (shared_expert profile {}): the kernel model runs serial mul-then-add chains",
-                p.name
-            )));
         }
         Ok(())
     }
@@ -144,8 +142,20 @@ impl SharedExpertModel {
 
     /// One thread's dot product over k in lo..hi: acc = +0.0, then
     /// acc = acc + a(k) * b(k) ascending (a fused multiply-add under the
-    /// `fma` bug).
+    /// `fma` bug). Under a profile naming an MMA model, the tensor core's
+    /// steps instead: blocks of 16 from lo, each step's f32 the next one's
+    /// c (the step itself is the model's, shared with the oracles as the
+    /// exp is).
     fn chain(&self, lo: usize, hi: usize, a: &dyn Fn(usize) -> f32, b: &dyn Fn(usize) -> f32) -> f32 {
+        if let Ok(Some(m)) = self.profile.mma_model() {
+            let mut acc = 0.0f32;
+            for k in (lo..hi).step_by(oracles::mma::K) {
+                let block = k..(k + oracles::mma::K).min(hi);
+                let (xa, xb): (Vec<f32>, Vec<f32>) = block.map(|k| (a(k), b(k))).unzip();
+                acc = m.dot_add(&xa, &xb, acc);
+            }
+            return acc;
+        }
         let mut acc = 0.0f32;
         for k in lo..hi {
             acc = if self.has(SharedExpertBug::Fma) { a(k).mul_add(b(k), acc) } else { acc + a(k) * b(k) };

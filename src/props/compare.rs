@@ -102,18 +102,33 @@ fn first_diff<'a>(
 /// The first bit difference between two results, group by group in the
 /// op's order.
 pub fn diff_groups(expected: &[Group<f32>], got: &[Group<f32>]) -> Option<String> {
+    diff_decided(expected, got, None).0
+}
+
+/// [`diff_groups`] over the values the profile decides: `undecided[g][i]`
+/// marks value i of group g as undecided ([`oracles::undecided`]; `None`:
+/// every value is decided). The first difference among the decided values,
+/// and how many values were left out.
+pub fn diff_decided(
+    expected: &[Group<f32>],
+    got: &[Group<f32>],
+    undecided: Option<&[Vec<bool>]>,
+) -> (Option<String>, usize) {
     if expected.len() != got.len() {
-        return Some(format!("{} output groups, expected {}", got.len(), expected.len()));
+        return (Some(format!("{} output groups, expected {}", got.len(), expected.len())), 0);
     }
-    for (a, b) in expected.iter().zip(got) {
+    let mut left_out = 0;
+    for (g, (a, b)) in expected.iter().zip(got).enumerate() {
         if a.len() != b.len() {
-            return Some(format!("{}: {} values, expected {}", b.name, b.len(), a.len()));
+            return (Some(format!("{}: {} values, expected {}", b.name, b.len(), a.len())), left_out);
         }
-        if let Some(d) = first_diff(a, b, (0..a.len()).map(|i| (i, i))) {
-            return Some(d);
+        let open = |i: usize| undecided.and_then(|u| u.get(g)).and_then(|m| m.get(i)).copied().unwrap_or(false);
+        left_out += (0..a.len()).filter(|&i| open(i)).count();
+        if let Some(d) = first_diff(a, b, (0..a.len()).filter(|&i| !open(i)).map(|i| (i, i))) {
+            return (Some(d), left_out);
         }
     }
-    None
+    (None, left_out)
 }
 
 /// The first violation of `t` between the original result (`a`, on the

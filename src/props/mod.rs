@@ -7,7 +7,7 @@ pub mod compare;
 
 use crate::harness::{Harness, Metamorphic};
 use crate::subject::{Subject, SubjectError, SubjectKind};
-use compare::{diff_groups, diff_transformed};
+use compare::{diff_decided, diff_groups, diff_transformed};
 use oracles::any_order::AnyOrder;
 use oracles::mpfr::histogram::RatioHistogram;
 use oracles::mpfr::reference::{Accuracy, BackwardReference, ForwardReference};
@@ -287,21 +287,47 @@ pub fn judge<O: Harness>(
 }
 
 /// Bitwise equality with the profile oracle of the subject's profile, under
-/// the padding rule it claims, forward then backward.
+/// the padding rule it claims, forward then backward. Outputs the profile
+/// leaves undecided ([`oracles::undecided`]: a step of an MMA model where
+/// the model is open) are not compared: they are counted `undetermined`,
+/// and a case whose outputs are all undecided judges nothing (n/a).
 pub fn conformance<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
+    conforms(s, case, true)
+}
+
+/// The forward half of [`conformance`] (a fuzz target's step).
+pub fn forward_conformance<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
+    conforms(s, case, false)
+}
+
+fn conforms<O: Harness>(s: &dyn Subject<O>, case: &O::Case, with_backward: bool) -> Judgement {
     let Some(p) = s.profile() else { return Judgement::not_applicable() };
     let rule = s.padding();
-    verdict((|| {
+    let (mut undecided, mut values) = (0, 0);
+    let mut j = verdict((|| {
         let refused = |e: O::Error| format!("the profile oracle refused the case: {e}");
         let f = forward(s, case)?;
         let expected = op::forward_under::<O>(case, &p, rule).map_err(refused)?;
-        if let Some(d) = diff_groups(&O::fwd_groups(case, &expected), &O::fwd_groups(case, &f)) {
-            return Ok(Some(format!("forward {d}")));
+        let open = op::undecided_forward::<O>(case, &p, rule).map_err(refused)?;
+        let groups = O::fwd_groups(case, &expected);
+        values += groups.iter().map(|g| g.len()).sum::<usize>();
+        let (d, n) = diff_decided(&groups, &O::fwd_groups(case, &f), open.as_deref());
+        undecided += n;
+        if d.is_some() || !with_backward {
+            return Ok(d.map(|d| format!("forward {d}")));
         }
         let b = backward(s, case)?;
         let expected = op::backward_under::<O>(case, &p, rule).map_err(refused)?;
-        Ok(diff_groups(&O::bwd_groups(case, &expected), &O::bwd_groups(case, &b)).map(|d| format!("backward {d}")))
-    })())
+        let open = op::undecided_backward::<O>(case, &p, rule).map_err(refused)?;
+        let groups = O::bwd_groups(case, &expected);
+        values += groups.iter().map(|g| g.len()).sum::<usize>();
+        let (d, n) = diff_decided(&groups, &O::bwd_groups(case, &b), open.as_deref());
+        undecided += n;
+        Ok(d.map(|d| format!("backward {d}")))
+    })());
+    j.undetermined = undecided;
+    j.not_applicable = j.passed() && j.unavailable.is_none() && undecided > 0 && undecided == values;
+    j
 }
 
 /// Two runs, forward and backward, give the same bits.
@@ -432,8 +458,12 @@ pub fn finite_differences<O: Op>(case: &O::Case) -> Judgement {
 mod tests {
     use super::*;
     use crate::harness::resolve;
+    use crate::model::SharedExpertModel;
+    use crate::subject::SubjectError;
+    use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
     use oracles::op::seqwise_loss::SeqwiseLoss;
     use oracles::op::shared_expert::SharedExpert;
+    use oracles::profile::shared_expert::SharedExpertProfile;
 
     /// `applies` of `property` to the one subject `name` of op `O`: `Ok` or
     /// the reason.
@@ -465,6 +495,71 @@ mod tests {
         for p in [Property::BatchInvariance, Property::Accuracy, Property::Gradient] {
             assert_eq!(verdict::<SharedExpert>(p, "model:serial"), Ok(()), "{p}");
         }
+    }
+
+    /// The `mma16-h100` kernel model with the last bit of y[t][0] and of
+    /// dX[t][0] flipped, for token t.
+    struct Nudged(usize);
+
+    impl Subject<SharedExpert> for Nudged {
+        fn name(&self) -> String {
+            "nudged".into()
+        }
+        fn profile(&self) -> Option<SharedExpertProfile> {
+            Some(SharedExpertProfile::mma_h100())
+        }
+        fn kind(&self) -> SubjectKind {
+            SubjectKind::Model
+        }
+        fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
+            let mut f = SharedExpertModel::new(SharedExpertProfile::mma_h100()).forward(case).unwrap();
+            f.y[self.0 * case.h] = f32::from_bits(f.y[self.0 * case.h].to_bits() ^ 0x1_0000);
+            Ok(f)
+        }
+        fn backward(&self, case: &SharedExpertCase) -> Result<SharedExpertBackward<f32>, SubjectError> {
+            let mut b = SharedExpertModel::new(SharedExpertProfile::mma_h100()).backward(case).unwrap();
+            b.dx[self.0 * case.h] = f32::from_bits(b.dx[self.0 * case.h].to_bits() ^ 1);
+            Ok(b)
+        }
+    }
+
+    /// Token 0's gate sum is 3 x 2^-149, below 2^-126, where the MMA model
+    /// is open: 2, 3 or 4 x 2^-149 are possible, and g sigmoid(g) is 2^-149
+    /// or 2^-148. Times its up value 2^60, h is 2^-89 or 2^-88, and so is
+    /// every y of token 0; times its dh, 2^61, so is its dz of the up unit,
+    /// and every dX of token 0. Token 1's sums are 3 x 2^-79 and 0.5, and
+    /// every step of it is decided.
+    #[test]
+    fn conformance_leaves_out_the_outputs_of_an_open_mma_step_and_judges_the_rest() {
+        let p = |k: i32| 2f32.powi(k);
+        let case = SharedExpertCase {
+            t: 2,
+            h: 2,
+            f: 1,
+            layout: oracles::case::Layout::dense(2),
+            x: vec![p(-70), p(60), 1.0, 0.5],
+            w1: vec![3.0 * p(-79), 0.0, 0.0, 1.0],
+            w2: vec![1.0, 1.0],
+            dy: vec![p(60), p(60), 1.0, -1.0],
+        };
+        assert_eq!(case.validate(), Ok(()));
+        let exact = conformance::<SharedExpert>(&SharedExpertModel::new(SharedExpertProfile::mma_h100()), &case);
+        assert!(exact.passed() && !exact.not_applicable, "{exact:?}");
+        assert_eq!(exact.undetermined, 4, "token 0's y and dX, two values each");
+        let open = conformance::<SharedExpert>(&Nudged(0), &case);
+        assert!(open.passed() && !open.not_applicable, "{open:?}");
+        assert_eq!(open.undetermined, 4);
+        let decided = conformance::<SharedExpert>(&Nudged(1), &case);
+        assert!(decided.failure.as_deref().is_some_and(|m| m.starts_with("forward y[1][0]: expected")), "{decided:?}");
+        // The forward alone, as a fuzz target's step judges it.
+        assert!(forward_conformance::<SharedExpert>(&Nudged(1), &case).failure.is_some());
+        assert_eq!(forward_conformance::<SharedExpert>(&Nudged(0), &case).undetermined, 2);
+        // Token 0 alone: nothing is decided, nothing is judged.
+        let alone = conformance::<SharedExpert>(&Nudged(0), &case.rows(0..1));
+        assert!(alone.passed() && alone.not_applicable && alone.undetermined == 4, "{alone:?}");
+        // The serial profile decides every bit: the same flip fails there.
+        let serial = conformance::<SharedExpert>(&SharedExpertModel::new(SharedExpertProfile::serial()), &case);
+        assert!(serial.passed() && serial.undetermined == 0, "{serial:?}");
     }
 
     #[test]

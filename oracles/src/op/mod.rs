@@ -13,6 +13,7 @@ pub mod shared_expert;
 use crate::case::seqwise_loss::ClampTie;
 use crate::num::Num;
 use crate::padding::PaddingRule;
+use crate::undecided::Tracked;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
@@ -23,6 +24,11 @@ pub trait Profile: Clone + Debug + PartialEq + Send + Sync + 'static {
     fn name(&self) -> &str;
     /// A size of zero in an order, say, has no meaning.
     fn validate(&self) -> Result<(), String>;
+    /// Whether some outputs' bits may be undecided under this profile: it
+    /// runs a model that is open somewhere ([`crate::undecided`]).
+    fn may_leave_undecided(&self) -> bool {
+        false
+    }
 }
 
 /// A result with the discrete decisions taken (the clamp, the gate, a
@@ -228,6 +234,45 @@ pub fn backward_under<O: Op>(case: &O::Case, profile: &O::Profile, rule: Padding
     Ok(O::backward_under::<f32>(case, profile, rule, None)?.out)
 }
 
+/// Which values of the profile oracle's forward `profile` leaves undecided
+/// ([`crate::undecided`]), group by group as [`Op::fwd_groups`] lists them;
+/// `None` where the profile decides every bit.
+pub fn undecided_forward<O: Op>(
+    case: &O::Case,
+    profile: &O::Profile,
+    rule: PaddingRule,
+) -> Result<Option<Vec<Vec<bool>>>, O::Error> {
+    if !profile.may_leave_undecided() {
+        return Ok(None);
+    }
+    let run = O::forward_under::<Tracked>(case, profile, rule, None)?;
+    Ok(Some(marks(&O::fwd_groups(case, &run.out))))
+}
+
+/// [`undecided_forward`] for the backward.
+pub fn undecided_backward<O: Op>(
+    case: &O::Case,
+    profile: &O::Profile,
+    rule: PaddingRule,
+) -> Result<Option<Vec<Vec<bool>>>, O::Error> {
+    if !profile.may_leave_undecided() {
+        return Ok(None);
+    }
+    let run = O::backward_under::<Tracked>(case, profile, rule, None)?;
+    Ok(Some(marks(&O::bwd_groups(case, &run.out))))
+}
+
+/// Each value's mark; exact integers are always decided.
+fn marks(groups: &[Group<'_, Tracked>]) -> Vec<Vec<bool>> {
+    groups
+        .iter()
+        .map(|g| match &g.values {
+            Values::Real(v) => v.iter().map(|t| t.undecided()).collect(),
+            Values::Int(v) => vec![false; v.len()],
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod group_tests {
     use super::*;
@@ -273,7 +318,7 @@ mod profile_name_tests {
         // (`oracle:serial`): written out here, not read from the code.
         assert_eq!(names::<SeqwiseLoss>(), ["serial", "warp32-chunk64"]);
         assert_eq!(names::<Router>(), ["serial", "warp32"]);
-        assert_eq!(names::<SharedExpert>(), ["serial"]);
+        assert_eq!(names::<SharedExpert>(), ["serial", "mma16-h100"]);
         for n in ["serial", "warp32"] {
             let p = crate::profile::router::RouterProfile::by_name(n).unwrap();
             assert_eq!(p.name(), n);

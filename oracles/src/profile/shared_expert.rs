@@ -49,8 +49,9 @@ impl SharedExpertProfile {
     /// (SPEC section 5): every dot product a chain of `mma.m16n8k16` steps in
     /// ascending K on the H100's model ([`crate::mma::H100_BF16`]); the
     /// element-wise steps as in `serial`. Claimed by the tensor-core kernels
-    /// (`kernels/shared_expert_tc.cu`). Not shipped (not in [`Self::all`])
-    /// while the model is open for subnormal step results (docs/mma.md).
+    /// (`kernels/shared_expert_tc.cu`). The model is open for steps whose
+    /// result falls below 2^-126 (docs/mma.md): the outputs they flow into
+    /// are undecided ([`crate::undecided`]), counted apart by conformance.
     pub fn mma_h100() -> Self {
         SharedExpertProfile {
             name: "mma16-h100".into(),
@@ -79,7 +80,7 @@ impl SharedExpertProfile {
 
     /// Every shipped profile.
     pub fn all() -> Vec<Self> {
-        vec![Self::serial()]
+        vec![Self::serial(), Self::mma_h100()]
     }
 
     /// A shipped profile by its name; the seed's name of `serial`
@@ -104,6 +105,10 @@ impl crate::op::Profile for SharedExpertProfile {
     fn validate(&self) -> Result<(), String> {
         SharedExpertProfile::validate(self)
     }
+    /// The MMA model is open for steps whose result falls below 2^-126.
+    fn may_leave_undecided(&self) -> bool {
+        self.mma.is_some()
+    }
 }
 
 #[cfg(test)]
@@ -122,13 +127,15 @@ mod tests {
     }
 
     #[test]
-    fn the_mma_profile_names_its_model_and_is_not_shipped() {
+    fn the_mma_profile_names_its_model_and_may_leave_outputs_undecided() {
+        use crate::op::Profile;
         let p = SharedExpertProfile::mma_h100();
         assert_eq!(p.name, "mma16-h100");
         assert_eq!(p.mma_model(), Ok(Some(crate::mma::H100_BF16)));
         assert!(p.validate().is_ok());
         assert_eq!(SharedExpertProfile::serial().mma_model(), Ok(None));
-        assert!(SharedExpertProfile::by_name("mma16-h100").is_none());
+        assert_eq!(SharedExpertProfile::by_name("mma16-h100"), Some(p.clone()));
+        assert!(p.may_leave_undecided() && !SharedExpertProfile::serial().may_leave_undecided());
         let mut bad = p.clone();
         bad.mma = Some("h999".into());
         assert!(bad.validate().unwrap_err().contains("no MMA model named"));

@@ -165,9 +165,10 @@ impl Device {
             .entry(id)
             .or_insert_with(|| {
                 let extra = nvrtc::extra_options()?;
-                let compiled = nvrtc::compile(&id.source(), &self.arch, &extra).map_err(|e| e.to_string())?;
+                let arch = id.arch(&self.arch);
+                let compiled = nvrtc::compile(&id.source(), &arch, &extra).map_err(|e| e.to_string())?;
                 guarded(|| self.ctx.load_module(Ptx::from_binary(compiled.cubin)))?
-                    .map_err(|e| format!("loading {} for {}: {e}", id.source().name, self.arch))
+                    .map_err(|e| format!("loading {} for {arch}: {e}", id.source().name))
             })
             .clone()
     }

@@ -1,7 +1,9 @@
 //! The GPU side of the check of the tensor core's MMA model
 //! (`oracles::mma`): `kernels/mma_check.cu` runs chains of
-//! `mma.sync.m16n8k16` bf16 steps, one warp per case, and the results' bits
-//! come back. The comparison is `src/bin/bitparity-mma-check.rs`.
+//! `mma.sync.m16n8k16` bf16 steps, one warp per case, or of Hopper's
+//! `wgmma.mma_async.m64n8k16` steps, one warpgroup per case
+//! ([`Instruction`]), and the results' bits come back. The comparison is
+//! `src/bin/bitparity-mma-check.rs`.
 //!
 //! Fail closed as the rest of this module: no driver, no GPU or no NVRTC is
 //! [`SubjectError::Unavailable`]; a kernel that does not compile, a CUDA
@@ -16,8 +18,56 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use oracles::mma::{K, M, N};
 use std::sync::Arc;
 
-/// Threads per block: one warp, the kernel's `BP_MMA_CHECK_THREADS`.
-const THREADS: u32 = 32;
+/// The instruction whose steps a check runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Instruction {
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`, one warp.
+    Mma,
+    /// `wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16`, A from
+    /// registers, B from shared memory: one warpgroup, whose first warp's
+    /// 16 rows are the case (sm_90 only).
+    Wgmma,
+}
+
+impl Instruction {
+    pub const ALL: [Instruction; 2] = [Instruction::Mma, Instruction::Wgmma];
+
+    /// As `--instruction` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Instruction::Mma => "mma",
+            Instruction::Wgmma => "wgmma",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|i| i.name() == name)
+    }
+
+    /// The PTX instruction, as reports name it.
+    pub fn ptx(self) -> &'static str {
+        match self {
+            Instruction::Mma => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+            Instruction::Wgmma => "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
+        }
+    }
+
+    fn kernel(self) -> &'static str {
+        match self {
+            Instruction::Mma => "mma_check",
+            Instruction::Wgmma => "wgmma_check",
+        }
+    }
+
+    /// Threads per block: the kernel's `BP_MMA_CHECK_THREADS` (a warp) or
+    /// `BP_WGMMA_CHECK_THREADS` (a warpgroup).
+    fn threads(self) -> u32 {
+        match self {
+            Instruction::Mma => 32,
+            Instruction::Wgmma => 128,
+        }
+    }
+}
 /// The most cases one launch takes (one block each; far below the grid's
 /// limit, and it bounds the buffers a batch allocates).
 pub const MAX_CASES: usize = 1 << 20;
@@ -61,16 +111,23 @@ impl MmaBatch<'_> {
 /// The GPU with the check kernel loaded.
 pub struct MmaCheckDevice {
     dev: Arc<Device>,
+    instruction: Instruction,
     function: CudaFunction,
 }
 
 impl MmaCheckDevice {
     /// Opens the GPU (`BITPARITY_CUDA_DEVICE`, default 0) and compiles
-    /// mma_check.cu for its architecture with the project's NVRTC options.
-    pub fn open() -> Result<Self, SubjectError> {
+    /// mma_check.cu for its architecture with the project's NVRTC options
+    /// (sm_90a on sm_90: [`KernelId::arch`]). `wgmma` on a GPU other than
+    /// sm_90 is unavailable, with the reason.
+    pub fn open(instruction: Instruction) -> Result<Self, SubjectError> {
         let dev = device().map_err(SubjectError::Unavailable)?;
-        let function = dev.function(KernelId::MmaCheck, "mma_check").map_err(SubjectError::Device)?;
-        Ok(MmaCheckDevice { dev, function })
+        if instruction == Instruction::Wgmma && dev.info.compute_capability != (9, 0) {
+            let (major, minor) = dev.info.compute_capability;
+            return Err(SubjectError::Unavailable(format!("wgmma is sm_90's; this GPU is sm_{major}{minor}")));
+        }
+        let function = dev.function(KernelId::MmaCheck, instruction.kernel()).map_err(SubjectError::Device)?;
+        Ok(MmaCheckDevice { dev, instruction, function })
     }
 
     pub fn info(&self) -> &DeviceInfo {
@@ -96,18 +153,22 @@ impl MmaCheckDevice {
         let steps = batch.steps as i32; // <= MAX_STEPS (checked by cases())
         let mut l = stream.launch_builder(&self.function);
         l.arg(&a).arg(&b).arg(&c).arg(&steps).arg(&mut d);
-        let cfg = LaunchConfig { grid_dim: (cases as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the arguments match mma_check(const unsigned short*, const
-        // unsigned short*, const float*, int, unsigned*) in order and type;
-        // block b reads a[b * M * K * steps ..][.. M * K * steps], b's and
-        // c's likewise and writes d[b * M * N ..][.. M * N], all inside the
-        // buffers (their lengths checked by cases() against `cases` blocks);
-        // one warp per block is the kernel's launch bound. The buffers live
-        // until the synchronize below.
-        unsafe { l.launch(cfg) }.map_err(|e| format!("mma_check launch: {e}"))?;
+        let threads = self.instruction.threads();
+        let cfg = LaunchConfig { grid_dim: (cases as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let name = self.instruction.kernel();
+        // SAFETY: the arguments match mma_check's and wgmma_check's
+        // (const unsigned short*, const unsigned short*, const float*, int,
+        // unsigned*) in order and type; block b reads
+        // a[b * M * K * steps ..][.. M * K * steps], b's and c's likewise and
+        // writes d[b * M * N ..][.. M * N], all inside the buffers (their
+        // lengths checked by cases() against `cases` blocks); the block is
+        // the kernel's launch bound (a warp, a warpgroup), and wgmma_check's
+        // shared memory is static. The buffers live until the synchronize
+        // below.
+        unsafe { l.launch(cfg) }.map_err(|e| format!("{name} launch: {e}"))?;
         let out = stream.clone_dtoh(&d).map_err(|e| format!("copying the results back: {e}"))?;
-        stream.synchronize().map_err(|e| format!("mma_check: {e}"))?;
-        self.dev.ctx.check_err().map_err(|e| format!("mma_check: {e}"))?;
+        stream.synchronize().map_err(|e| format!("{name}: {e}"))?;
+        self.dev.ctx.check_err().map_err(|e| format!("{name}: {e}"))?;
         Ok(out)
     }
 }
@@ -115,6 +176,21 @@ impl MmaCheckDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instruction_is_found_by_its_name_and_names_its_kernel() {
+        assert_eq!(Instruction::by_name("mma"), Some(Instruction::Mma));
+        assert_eq!(Instruction::by_name("wgmma"), Some(Instruction::Wgmma));
+        assert_eq!(Instruction::by_name("hmma"), None);
+        let text = KernelId::MmaCheck.source().text;
+        for i in Instruction::ALL {
+            assert!(text.contains(&format!("{}(", i.kernel())), "{}", i.kernel());
+            assert!(text.contains(i.ptx()), "{}", i.ptx());
+        }
+        assert!(text.contains("#define BP_MMA_CHECK_THREADS 32"));
+        assert!(text.contains("#define BP_WGMMA_CHECK_THREADS 128"));
+        assert_eq!((Instruction::Mma.threads(), Instruction::Wgmma.threads()), (32, 128));
+    }
 
     #[test]
     fn a_batch_must_agree_on_its_case_count() {

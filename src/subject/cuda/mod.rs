@@ -114,6 +114,17 @@ impl KernelId {
         }
     }
 
+    /// The architecture this kernel is compiled for on a device of
+    /// `device_arch`: the device's own, except that the MMA check takes
+    /// sm_90's arch-specific features (`sm_90a`, for its `wgmma` kernel)
+    /// on an sm_90 device, the one device such code runs on.
+    pub fn arch(self, device_arch: &str) -> String {
+        match self {
+            KernelId::MmaCheck if device_arch == "sm_90" => "sm_90a".into(),
+            _ => device_arch.into(),
+        }
+    }
+
     /// Whether this kernel's source includes header `name` (`common.cuh`).
     pub fn includes(self, name: &str) -> bool {
         self.source().text.lines().any(|l| l.trim_start().starts_with("#include") && l.contains(&format!("\"{name}\"")))
