@@ -66,7 +66,7 @@ pub trait DynOp: Send + Sync {
         max_cases: u64,
         deadline: Option<std::time::Instant>,
         cfg: &crate::gen::GenConfig,
-    ) -> Result<Result<(u64, crate::props::Property, String), u64>, String>;
+    ) -> Result<Result<(u64, crate::props::Property, String), u64>, HuntError>;
     /// The op's adversarial classes, in the order its reports list them.
     fn class_names(&self) -> Vec<String>;
     /// The body of this op's fuzz target in direction `dir`.
@@ -80,6 +80,28 @@ pub trait DynOp: Send + Sync {
         subject: Option<&str>,
         corpus: &Path,
     ) -> Result<Imported, ImportError>;
+}
+
+/// Why a hunt ([`DynOp::hunt_cuda`]) could not run. Apart, because a
+/// mutants child counts a subject that cannot load as a kill (the mutant
+/// broke the kernel's interface) and a bad corpus entry as its own error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HuntError {
+    /// A corpus entry that is another op's, does not decode, or is invalid
+    /// (named by its file).
+    Corpus(String),
+    /// The subject cannot run here: not a CUDA subject of the op, no GPU,
+    /// or its kernels do not load.
+    Subject(String),
+}
+
+impl std::fmt::Display for HuntError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HuntError::Corpus(m) => write!(f, "corpus entry {m}"),
+            HuntError::Subject(m) => f.write_str(m),
+        }
+    }
 }
 
 /// An op in the registry; holds what a process resolves once (the fuzz
@@ -177,7 +199,7 @@ impl<O: Harness> DynOp for Registered<O> {
         max_cases: u64,
         deadline: Option<std::time::Instant>,
         cfg: &crate::gen::GenConfig,
-    ) -> Result<Result<(u64, crate::props::Property, String), u64>, String> {
+    ) -> Result<Result<(u64, crate::props::Property, String), u64>, HuntError> {
         let known = entries
             .iter()
             .map(|(name, e)| {
@@ -188,8 +210,9 @@ impl<O: Harness> DynOp for Registered<O> {
                 O::validate(&case).map_err(|m| format!("{name}: the stored case is invalid: {m}"))?;
                 Ok((name.clone(), case))
             })
-            .collect::<Result<Vec<_>, String>>()?;
-        let s = super::device_subject::<O>(subject)?;
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(HuntError::Corpus)?;
+        let s = super::device_subject::<O>(subject).map_err(HuntError::Subject)?;
         Ok(selftest::first_failure(s.as_ref(), props, &known, seed, max_cases, deadline, cfg))
     }
     fn class_names(&self) -> Vec<String> {

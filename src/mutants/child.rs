@@ -16,7 +16,7 @@ use super::report::Outcome;
 use super::{by_id, Mutant};
 use crate::corpus::{self, RawEntry};
 use crate::gen::GenConfig;
-use crate::harness::registry::op_by_name;
+use crate::harness::registry::{op_by_name, HuntError};
 use crate::props::Property;
 use crate::subject::cuda::{self, nvrtc, KernelId, HEADERS};
 use std::path::Path;
@@ -164,9 +164,13 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
         let name = who(name, subject);
         // A subject that cannot load (a kernel's symbol renamed, a launch
         // attribute refused) fails every `check` of the op: a kill, by load.
+        // A bad corpus entry is no verdict on the mutant: the child's error.
         let hunt = match op.hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg) {
             Ok(h) => h,
-            Err(message) => return Ok(Outcome::Killed { op: name, property: "subject-load".into(), case: 0, message }),
+            Err(HuntError::Subject(message)) => {
+                return Ok(Outcome::Killed { op: name, property: "subject-load".into(), case: 0, message })
+            }
+            Err(e @ HuntError::Corpus(_)) => return Err(e.to_string()),
         };
         match hunt {
             Ok((case, property, message)) => {
@@ -209,15 +213,20 @@ fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
     let cfg = GenConfig::from_env()?;
     let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let entries = corpus_entries(ask.corpus, op)?;
-    Ok(match dynop.hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg)? {
-        Ok((case, property, message)) => Outcome::Killed {
-            op: who(op, subject),
-            property: property.name().into(),
-            case,
-            message: message.lines().next().unwrap_or("").into(),
+    Ok(
+        match dynop
+            .hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg)
+            .map_err(|e| e.to_string())?
+        {
+            Ok((case, property, message)) => Outcome::Killed {
+                op: who(op, subject),
+                property: property.name().into(),
+                case,
+                message: message.lines().next().unwrap_or("").into(),
+            },
+            Err(cases) => Outcome::Survived { cases },
         },
-        Err(cases) => Outcome::Survived { cases },
-    })
+    )
 }
 
 #[cfg(test)]
@@ -253,11 +262,19 @@ mod tests {
         let seqwise = corpus_entries(Some(root), "seqwise_loss").unwrap();
         let router = op_by_name("router").unwrap();
         let cfg = GenConfig::default();
-        let e = router.hunt_cuda("cuda", &HUNT, &seqwise[..1], 1, 1, None, &cfg).unwrap_err();
+        let corpus = |e: HuntError| match e {
+            HuntError::Corpus(m) => m,
+            other => panic!("not the corpus's error: {other:?}"),
+        };
+        let e = corpus(router.hunt_cuda("cuda", &HUNT, &seqwise[..1], 1, 1, None, &cfg).unwrap_err());
         assert!(e.contains(&seqwise[0].0) && e.contains("not router"), "{e}");
         let mut bad = corpus_entries(Some(root), "router").unwrap().remove(0);
         bad.1.case["k"] = serde_json::json!(0);
-        let e = router.hunt_cuda("cuda", &HUNT, &[bad.clone()], 1, 1, None, &cfg).unwrap_err();
+        let e = corpus(router.hunt_cuda("cuda", &HUNT, &[bad.clone()], 1, 1, None, &cfg).unwrap_err());
         assert!(e.contains(&bad.0) && e.contains("invalid"), "{e}");
+        // A subject the op does not have: the subject's error, a kill in a
+        // mutants child.
+        let e = router.hunt_cuda("cuda-tc", &HUNT, &[], 1, 1, None, &cfg).unwrap_err();
+        assert!(matches!(&e, HuntError::Subject(m) if m.contains("no CUDA subject")), "{e:?}");
     }
 }

@@ -137,18 +137,30 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
         let reason =
             with.skipped.iter().find(|s| s.suite.ends_with(&entry.subject)).map(|s| s.reason.clone()).unwrap_or_else(
                 || {
+                    use crate::harness::ResolveError;
+                    let name = &entry.subject;
                     // An external subject runs only when named: its command may
                     // need a GPU, an environment, minutes.
-                    let hint = if entry.subject.starts_with("exec:") {
-                        format!(" (external: replay with --subject {:?})", entry.subject)
-                    } else if crate::harness::resolve::<O>(&entry.subject).is_err() {
+                    if name.starts_with("exec:") {
+                        return format!(
+                            "no subject {name:?} of {} here (external: replay with --subject {name:?})",
+                            O::NAME
+                        );
+                    }
+                    match crate::harness::resolve::<O>(name) {
+                        // A library (cuBLAS) where it cannot run.
+                        Err(ResolveError::Unavailable(why)) => why,
                         // No built-in name: a subject of a bitparity.toml
                         // that is not loaded here.
-                        format!(" (a bitparity.toml subject? replay with --config PATH --subject {:?})", entry.subject)
-                    } else {
-                        String::new()
-                    };
-                    format!("no subject {:?} of {} here{hint}", entry.subject, O::NAME)
+                        Err(ResolveError::Unknown(_)) => format!(
+                            "no subject {name:?} of {} here (a bitparity.toml subject? replay with --config PATH \
+                             --subject {name:?})",
+                            O::NAME
+                        ),
+                        // A library that claims no profile runs only when
+                        // named (its entry records a failure of its own).
+                        Ok(_) => format!("{name} runs only when named (replay with --subject {name:?})"),
+                    }
                 },
             );
         out.not_replayed.push(Skip { suite: entry.subject.clone(), reason });
