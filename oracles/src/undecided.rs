@@ -40,15 +40,18 @@ pub struct Tracked {
     pub x: f32,
     lo: f32,
     hi: f32,
+    /// The possible values are bf16 values (a bf16 rounding's result), so
+    /// those between `lo` and `hi` can be listed.
+    bf16: bool,
 }
 
 impl Tracked {
     fn point(x: f32) -> Self {
-        Tracked { x, lo: x, hi: x }
+        Tracked { x, lo: x, hi: x, bf16: false }
     }
 
     fn anything(x: f32) -> Self {
-        Tracked { x, lo: f32::NEG_INFINITY, hi: f32::NAN }
+        Tracked { x, lo: f32::NEG_INFINITY, hi: f32::NAN, bf16: false }
     }
 
     /// Whether the possible values differ (in any bit).
@@ -74,7 +77,33 @@ impl Tracked {
         }
         let lo = candidates.iter().copied().min_by(f32::total_cmp).unwrap_or(x);
         let hi = candidates.iter().copied().max_by(f32::total_cmp).unwrap_or(x);
-        Tracked { x, lo, hi }
+        Tracked { x, lo, hi, bf16: false }
+    }
+
+    /// Every value this one may be, for an MMA step's input: one for a
+    /// decided value or a zero of either sign (a step takes no term for
+    /// either), the bf16 values from `lo` to `hi` for a bf16 rounding's
+    /// result (at most `max`); `None` otherwise.
+    fn step_inputs(&self, max: usize) -> Option<Vec<f32>> {
+        if self.is_point() || (self.lo == 0.0 && self.hi == 0.0) {
+            return Some(vec![self.x]);
+        }
+        if !self.bf16 || !self.lo.is_finite() || !self.hi.is_finite() {
+            return None;
+        }
+        // bf16 values in order as integers, negative ones mirrored below
+        // zero (both zeros are 0).
+        let key = |v: f32| {
+            let b = (v.to_bits() >> 16) as i32;
+            if b & 0x8000 != 0 {
+                -(b & 0x7fff)
+            } else {
+                b
+            }
+        };
+        let value = |k: i32| f32::from_bits(if k < 0 { ((-k) as u32 | 0x8000) << 16 } else { (k as u32) << 16 });
+        let (lo, hi) = (key(self.lo), key(self.hi));
+        (hi - lo < max as i32).then(|| (lo..=hi).map(value).collect())
     }
 
     /// A monotone operation of one operand (round-to-nearest keeps the
@@ -96,6 +125,30 @@ impl Tracked {
         let x = f(self.x, y.x);
         Self::spanning(x, &[f(self.lo, y.lo), f(self.lo, y.hi), f(self.hi, y.lo), f(self.hi, y.hi)])
     }
+}
+
+/// The possible results of a chain of the model's steps from +0 on point
+/// inputs: the accumulators followed through every open step (the model's
+/// result and its two f32 neighbours); `None` past [`MAX_ACCUMULATORS`].
+fn chain_results(model: &crate::mma::MmaModel, a: &[f32], b: &[f32]) -> Option<Vec<f32>> {
+    let mut accumulators = vec![0.0f32];
+    for (xa, xb) in a.chunks(crate::mma::K).zip(b.chunks(crate::mma::K)) {
+        let mut next: Vec<f32> = Vec::with_capacity(3 * accumulators.len());
+        for &c in &accumulators {
+            let (d, open) = model.step(xa, xb, c);
+            next.push(d);
+            if open {
+                next.extend([d.next_down(), d.next_up()]);
+            }
+        }
+        next.sort_by(f32::total_cmp);
+        next.dedup_by(|p, q| p.to_bits() == q.to_bits());
+        if next.len() > MAX_ACCUMULATORS {
+            return None;
+        }
+        accumulators = next;
+    }
+    Some(accumulators)
 }
 
 impl Num for Tracked {
@@ -144,39 +197,47 @@ impl Num for Tracked {
     /// decision (`None`: the oracles then go on with the rounded interval
     /// itself), so the possibilities flow on into the sums it feeds.
     fn round_bf16(&self) -> Rounding<Self> {
-        let value = self.monotone(crate::bf16::round_f32);
+        let value = Tracked { bf16: true, ..self.monotone(crate::bf16::round_f32) };
         let decision = value.is_point().then_some(value.x);
         Rounding { decision, certain: false, value }
     }
     /// The model's chain, as `f32` runs it, following every possible
     /// accumulator: at an open step, the model's result and its two f32
-    /// neighbours. An input that may be either zero is decided here (a step
-    /// takes no term for a zero of either sign); any other undecided input
-    /// leaves the result undecided (its possibilities are not followed).
+    /// neighbours; and every possible input, where an input is undecided
+    /// (a zero of either sign counts once; a bf16 rounding's few values,
+    /// each; at most [`MAX_ACCUMULATORS`] combinations). Otherwise the result
+    /// is given up as undecided.
     fn dot_mma(model: &crate::mma::MmaModel, a: &[Self], b: &[f32]) -> Self {
         let xs: Vec<f32> = a.iter().map(|v| v.x).collect();
         let x = model.dot_chain(&xs, b, 0.0);
-        if a.iter().any(|v| v.undecided() && !(v.lo == 0.0 && v.hi == 0.0)) {
-            return Self::anything(x);
-        }
-        let mut accumulators = vec![0.0f32];
-        for (xa, xb) in xs.chunks(crate::mma::K).zip(b.chunks(crate::mma::K)) {
-            let mut next: Vec<f32> = Vec::with_capacity(3 * accumulators.len());
-            for &c in &accumulators {
-                let (d, open) = model.step(xa, xb, c);
-                next.push(d);
-                if open {
-                    next.extend([d.next_down(), d.next_up()]);
+        let mut choices: Vec<(usize, Vec<f32>)> = Vec::new();
+        let mut combinations = 1usize;
+        for (k, v) in a.iter().enumerate() {
+            match v.step_inputs(MAX_ACCUMULATORS) {
+                Some(values) if values.len() == 1 => {}
+                Some(values) => {
+                    combinations = combinations.saturating_mul(values.len());
+                    choices.push((k, values));
                 }
+                None => return Self::anything(x),
             }
-            next.sort_by(f32::total_cmp);
-            next.dedup_by(|p, q| p.to_bits() == q.to_bits());
-            if next.len() > MAX_ACCUMULATORS {
+            if combinations > MAX_ACCUMULATORS {
                 return Self::anything(x);
             }
-            accumulators = next;
         }
-        Self::spanning(x, &accumulators)
+        let mut results = Vec::new();
+        for mut n in 0..combinations {
+            let mut inputs = xs.clone();
+            for (k, values) in &choices {
+                inputs[*k] = values[n % values.len()];
+                n /= values.len();
+            }
+            match chain_results(model, &inputs, b) {
+                Some(r) => results.extend(r),
+                None => return Self::anything(x),
+            }
+        }
+        Self::spanning(x, &results)
     }
 }
 
@@ -214,6 +275,10 @@ mod tests {
         assert_eq!(step(&[p(-126)], &[1.0], p(-126)), (p(-125), false));
     }
 
+    fn span(x: f32, lo: f32, hi: f32) -> Tracked {
+        Tracked { x, lo, hi, bf16: false }
+    }
+
     fn chain(a: &[f32], b: &[f32]) -> Tracked {
         let inputs: Vec<Tracked> = a.iter().map(|&x| Tracked::input(x)).collect();
         Tracked::dot_mma(&H100_BF16, &inputs, b)
@@ -249,7 +314,7 @@ mod tests {
 
     #[test]
     fn possibilities_follow_the_arithmetic_and_a_bf16_rounding_can_decide_them() {
-        let tiny = Tracked { x: p(-140), lo: p(-140) - p(-149), hi: p(-140) + p(-149) };
+        let tiny = span(p(-140), p(-140) - p(-149), p(-140) + p(-149));
         let one = Tracked::input(1.0);
         // 1 + tiny rounds to 1 at every end: decided.
         assert_eq!(one.add(&tiny), Tracked::point(1.0));
@@ -262,30 +327,44 @@ mod tests {
         assert_eq!(r.decision, Some(p(-130)));
         assert!(!r.value.undecided() && !r.certain);
         // A rounding whose ends fall apart stays undecided, with no decision.
-        let tie = Tracked { x: 1.0 + p(-8), lo: 1.0 + p(-8) - p(-23), hi: 1.0 + p(-8) + p(-23) };
+        let tie = span(1.0 + p(-8), 1.0 + p(-8) - p(-23), 1.0 + p(-8) + p(-23));
         let r = tie.round_bf16();
         assert_eq!((r.decision, r.value.lo, r.value.hi), (None, 1.0, 1.0 + p(-7)));
         // A quotient by what may be zero, a NaN: anything.
-        let zero = Tracked { x: 0.0, lo: -p(-149), hi: p(-149) };
+        let zero = span(0.0, -p(-149), p(-149));
         assert!(one.div(&zero).undecided() && one.div(&zero).hi.is_nan());
         let nan = Tracked::input(f32::NAN).add(&tiny);
         assert!(nan.x.is_nan() && !nan.undecided(), "NaN at every end: a decided NaN");
-        let inf = Tracked::input(f32::INFINITY).add(&Tracked { x: -f32::INFINITY, lo: -f32::INFINITY, hi: 1.0 });
+        let inf = Tracked::input(f32::INFINITY).add(&span(-f32::INFINITY, -f32::INFINITY, 1.0));
         assert!(inf.undecided() && inf.hi.is_nan(), "NaN at one end only: anything");
         // Negation swaps the ends; the absolute value of a straddling
         // interval starts at zero.
         let n = tiny.neg();
         assert_eq!((n.lo, n.hi), (-tiny.hi, -tiny.lo));
-        let straddle = Tracked { x: 0.0, lo: -p(-149), hi: p(-148) };
+        let straddle = span(0.0, -p(-149), p(-148));
         let ab = straddle.abs();
         assert_eq!((ab.lo, ab.hi), (0.0, p(-148)));
         // An undecided input to a chain: its result is given up, unless it
         // is a zero of either sign (no term either way).
         let inputs = [tiny, one];
         assert!(Tracked::dot_mma(&H100_BF16, &inputs, &[1.0, 1.0]).hi.is_nan());
-        let signed_zero = Tracked { x: 0.0, lo: -0.0, hi: 0.0 };
+        let signed_zero = span(0.0, -0.0, 0.0);
         assert!(signed_zero.undecided());
         assert_eq!(Tracked::dot_mma(&H100_BF16, &[signed_zero, one], &[1.0, 1.0]), Tracked::point(1.0));
+        // A bf16 rounding's result may be 0 or 2^-133 (adjacent bf16
+        // values): the chain follows both. Beside 1.0, both truncate away;
+        // alone, the results differ. The same interval not known to be
+        // bf16 values is not listed: the result is given up.
+        let h = Tracked { bf16: true, ..span(0.0, 0.0, p(-133)) };
+        assert_eq!(Tracked::dot_mma(&H100_BF16, &[h, one], &[1.0, 1.0]), Tracked::point(1.0));
+        let alone = Tracked::dot_mma(&H100_BF16, &[h, one], &[1.0, 0.0]);
+        assert_eq!((alone.x, alone.lo, alone.hi), (0.0, 0.0, p(-133) + p(-149)));
+        let unlisted = span(0.0, 0.0, p(-133));
+        assert!(Tracked::dot_mma(&H100_BF16, &[unlisted, one], &[1.0, 1.0]).hi.is_nan());
+        // Too many values to list: given up.
+        let wide = Tracked { bf16: true, ..span(1.0, 1.0, 2.0) };
+        assert!(Tracked::dot_mma(&H100_BF16, &[wide, one], &[1.0, 1.0]).hi.is_nan());
+        assert!(h.round_bf16().value.bf16 && !h.add(&one).bf16);
         // Points stay points.
         assert_eq!(one.mul(&one).add(&one).exp(), Tracked::point(crate::expf::exp_f32(2.0)));
     }
