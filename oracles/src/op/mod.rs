@@ -242,11 +242,8 @@ pub fn undecided_forward<O: Op>(
     profile: &O::Profile,
     rule: PaddingRule,
 ) -> Result<Option<Vec<Vec<bool>>>, O::Error> {
-    if !profile.may_leave_undecided() {
-        return Ok(None);
-    }
-    let run = O::forward_under::<Tracked>(case, profile, rule, None)?;
-    Ok(Some(marks(&O::fwd_groups(case, &run.out))))
+    let run = || O::forward_under::<Tracked>(case, profile, rule, None).map(|r| marks(&O::fwd_groups(case, &r.out)));
+    profile.may_leave_undecided().then(run).transpose()
 }
 
 /// [`undecided_forward`] for the backward.
@@ -255,11 +252,8 @@ pub fn undecided_backward<O: Op>(
     profile: &O::Profile,
     rule: PaddingRule,
 ) -> Result<Option<Vec<Vec<bool>>>, O::Error> {
-    if !profile.may_leave_undecided() {
-        return Ok(None);
-    }
-    let run = O::backward_under::<Tracked>(case, profile, rule, None)?;
-    Ok(Some(marks(&O::bwd_groups(case, &run.out))))
+    let run = || O::backward_under::<Tracked>(case, profile, rule, None).map(|r| marks(&O::bwd_groups(case, &r.out)));
+    profile.may_leave_undecided().then(run).transpose()
 }
 
 /// Each value's mark; exact integers are always decided.
