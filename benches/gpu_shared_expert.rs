@@ -20,10 +20,18 @@
 //! times PyTorch: the host's submission latency does not count.
 //!
 //! Usage: gpu_shared_expert [--variant strict|tc] [--json PATH] [--iters N]
-//!        [--warmup N] [--only T] [--quick] [--table] [--no-check] (--quick:
-//!        T = 2048 at H = 4096 only; --table: the speed table's shapes, those
-//!        of the cuBLAS subjects; --no-check: time without the oracle check,
-//!        for tuning)
+//!        [--warmup N] [--only T] [--quick] [--table] [--no-check]
+//!        [--sweep-t MAX] (--quick: T = 2048 at H = 4096 only; --table: the
+//!        speed table's shapes, those of the cuBLAS subjects; --no-check:
+//!        time without the oracle check, for tuning; --sweep-t: no timing,
+//!        the batch-invariance sweep below)
+//!
+//! `--sweep-t MAX`: batch invariance and determinism for every T from 1 to
+//! MAX at H = 4096, F = 2048. One batch of MAX tokens runs whole; then for
+//! each T the T tokens from row a = (7919 T) mod (MAX - T + 1) run as a
+//! batch of their own, twice, and rows 0, T / 2 and T - 1 of it (y and dX)
+//! must equal the whole batch's rows a, a + T / 2 and a + T - 1, and the
+//! second run the first, bit for bit. Exits 1 on the first difference.
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0.
 
 use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Step, Variant};
@@ -157,8 +165,48 @@ fn libraries(only: &Option<usize>, warmup: usize, iters: usize) -> Result<Vec<se
     Ok(rows)
 }
 
+/// The `--sweep-t` check (see the module docs): the number of (T, row)
+/// pairs compared, or the first difference.
+fn sweep(cuda: &CudaSharedExpert, max: usize) -> Result<Result<usize, String>, String> {
+    let e = |x: SubjectError| x.to_string();
+    let run = |c: &SharedExpertCase| -> Result<(Vec<f32>, Vec<f32>), String> {
+        let mut dc = cuda.upload(c).map_err(e)?;
+        dc.launch_forward().map_err(e)?;
+        dc.launch_backward().map_err(e)?;
+        Ok((dc.read_forward().map_err(e)?, dc.read_backward().map_err(e)?))
+    };
+    let full = case(max, 4096, 2048);
+    let h = full.h;
+    let (y, dx) = run(&full)?;
+    let t0 = std::time::Instant::now();
+    let mut compared = 0;
+    for t in 1..=max {
+        let a = (7919 * t) % (max - t + 1);
+        let sub = full.rows(a..a + t);
+        let (ys, dxs) = run(&sub)?;
+        let (ys2, dxs2) = run(&sub)?;
+        if !same(&ys, &ys2) || !same(&dxs, &dxs2) {
+            return Ok(Err(format!("T = {t} (rows {a}..{}): a second run differs", a + t)));
+        }
+        let mut rows = vec![0, t / 2, t - 1];
+        rows.dedup();
+        for r in rows {
+            let (s, w) = (r * h..(r + 1) * h, (a + r) * h..(a + r + 1) * h);
+            if !same(&ys[s.clone()], &y[w.clone()]) || !same(&dxs[s], &dx[w]) {
+                return Ok(Err(format!("T = {t}: row {r} (token {}) differs from the batch of {max}", a + r)));
+            }
+            compared += 1;
+        }
+        if t % 512 == 0 {
+            println!("T = {t}: {compared} rows equal so far ({:.0} s)", t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(Ok(compared))
+}
+
 fn main() {
     let mut json_path = None;
+    let mut sweep_max = None::<usize>;
     let (mut iters, mut warmup) = (30usize, 3usize);
     let mut only = None::<usize>;
     let mut quick = false;
@@ -176,6 +224,7 @@ fn main() {
             "--quick" => quick = true,
             "--no-check" => no_check = true,
             "--table" => table = true,
+            "--sweep-t" => sweep_max = Some(num(4096).clamp(1, 8192)),
             "--variant" => {
                 variant = match it.next().as_deref() {
                     Some("strict") => Variant::Strict,
@@ -196,6 +245,21 @@ fn main() {
             return;
         }
     };
+    if let Some(max) = sweep_max {
+        println!("{}: batch invariance and determinism, T = 1 to {max}, H = 4096, F = 2048", variant.name());
+        match sweep(&cuda, max) {
+            Ok(Ok(n)) => println!("passed: {n} (T, row) pairs equal, y and dX bit for bit, every T run twice"),
+            Ok(Err(d)) => {
+                println!("FAILED: {d}");
+                std::process::exit(1);
+            }
+            Err(m) => {
+                println!("error: {m}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let run = || -> Result<serde_json::Value, String> {
         let dev = cuda.device();
         let e = |x: SubjectError| x.to_string();
