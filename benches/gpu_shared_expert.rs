@@ -27,11 +27,12 @@
 //!        the batch-invariance sweep below)
 //!
 //! `--sweep-t MAX`: batch invariance and determinism for every T from 1 to
-//! MAX at H = 4096, F = 2048. One batch of MAX tokens runs whole; then for
-//! each T the T tokens from row a = (7919 T) mod (MAX - T + 1) run as a
-//! batch of their own, twice, and rows 0, T / 2 and T - 1 of it (y and dX)
-//! must equal the whole batch's rows a, a + T / 2 and a + T - 1, and the
-//! second run the first, bit for bit. Exits 1 on the first difference.
+//! MAX at H = 4096, F = 2048. One batch of MAX tokens is uploaded and runs
+//! whole; then for each T the T tokens from row a = (7919 T) mod (MAX - T +
+//! 1) run as a batch of their own (a window of the uploaded rows), twice,
+//! and rows 0, T / 2 and T - 1 of it (y and dX) must equal the whole
+//! batch's rows a, a + T / 2 and a + T - 1, and the second run the first,
+//! bit for bit. Exits 1 on the first difference.
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0.
 
 use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Step, Variant};
@@ -166,32 +167,35 @@ fn libraries(only: &Option<usize>, warmup: usize, iters: usize) -> Result<Vec<se
 }
 
 /// The `--sweep-t` check (see the module docs): the number of (T, row)
-/// pairs compared, or the first difference.
+/// pairs compared, or the first difference. The case is uploaded once; each
+/// T runs on a window of its rows (`DeviceSharedExpertCase::window`).
 fn sweep(cuda: &CudaSharedExpert, max: usize) -> Result<Result<usize, String>, String> {
     let e = |x: SubjectError| x.to_string();
-    let run = |c: &SharedExpertCase| -> Result<(Vec<f32>, Vec<f32>), String> {
-        let mut dc = cuda.upload(c).map_err(e)?;
-        dc.launch_forward().map_err(e)?;
-        dc.launch_backward().map_err(e)?;
-        Ok((dc.read_forward().map_err(e)?, dc.read_backward().map_err(e)?))
-    };
     let full = case(max, 4096, 2048);
     let h = full.h;
-    let (y, dx) = run(&full)?;
+    let mut dc = cuda.upload(&full).map_err(e)?;
+    dc.launch_forward().map_err(e)?;
+    dc.launch_backward().map_err(e)?;
+    let (y, dx) = (dc.read_forward().map_err(e)?, dc.read_backward().map_err(e)?);
     let t0 = std::time::Instant::now();
     let mut compared = 0;
     for t in 1..=max {
         let a = (7919 * t) % (max - t + 1);
-        let sub = full.rows(a..a + t);
-        let (ys, dxs) = run(&sub)?;
-        let (ys2, dxs2) = run(&sub)?;
+        let mut rows = vec![0, t / 2, t - 1];
+        rows.dedup();
+        dc.window(a, t).map_err(e)?;
+        let mut run = || -> Result<(Vec<f32>, Vec<f32>), String> {
+            dc.launch_forward().map_err(e)?;
+            dc.launch_backward().map_err(e)?;
+            dc.read_rows(&rows).map_err(e)
+        };
+        let (ys, dxs) = run()?;
+        let (ys2, dxs2) = run()?;
         if !same(&ys, &ys2) || !same(&dxs, &dxs2) {
             return Ok(Err(format!("T = {t} (rows {a}..{}): a second run differs", a + t)));
         }
-        let mut rows = vec![0, t / 2, t - 1];
-        rows.dedup();
-        for r in rows {
-            let (s, w) = (r * h..(r + 1) * h, (a + r) * h..(a + r + 1) * h);
+        for (i, &r) in rows.iter().enumerate() {
+            let (s, w) = (i * h..(i + 1) * h, (a + r) * h..(a + r + 1) * h);
             if !same(&ys[s.clone()], &y[w.clone()]) || !same(&dxs[s], &dx[w]) {
                 return Ok(Err(format!("T = {t}: row {r} (token {}) differs from the batch of {max}", a + r)));
             }

@@ -158,6 +158,16 @@ impl<T: Canary> Guarded<T> {
         stream.clone_dtoh(&self.buf.slice(z..z + self.len)).map_err(dev_err("read-back"))
     }
 
+    /// Copies elements `range` back (the stream's work before is waited
+    /// for); a range past the buffer is an error.
+    pub fn read_range(&self, stream: &Arc<CudaStream>, range: std::ops::Range<usize>) -> Result<Vec<T>, SubjectError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(SubjectError::Device(format!("{}: elements {range:?} of {}", self.name, self.len)));
+        }
+        let z = Self::zone();
+        stream.clone_dtoh(&self.buf.slice(z + range.start..z + range.end)).map_err(dev_err("read-back"))
+    }
+
     /// Reads both zones back: an error naming the first element a kernel
     /// changed on each side.
     pub fn check(&self, stream: &Arc<CudaStream>) -> Result<(), SubjectError> {

@@ -220,6 +220,10 @@ pub struct DeviceSharedExpertCase {
     plan: Plan,
     offset: i32,
     stride: i64,
+    /// The uploaded case's T and x's (and dy's) offset: [`Self::window`]
+    /// launches on rows of them.
+    uploaded_t: usize,
+    base_offset: i32,
     x: Guarded<u16>,
     dy: Guarded<u16>,
     w1: Guarded<u16>,
@@ -263,6 +267,8 @@ impl CudaSharedExpert {
             plan,
             offset: as_i32(case.layout.offset, "offset")?,
             stride: case.layout.row_stride as i64, // < 2^31, checked by plan
+            uploaded_t: t,
+            base_offset: as_i32(case.layout.offset, "offset")?,
             x: Guarded::upload(s, "x", &bits(&case.x_storage(GAP_POISON)))?,
             dy: Guarded::upload(s, "dy", &bits(&case.dy_storage(GAP_POISON)))?,
             w1: Guarded::upload(s, "w1", &bits(&case.w1))?,
@@ -477,6 +483,47 @@ impl DeviceSharedExpertCase {
             }
         }
         Ok(())
+    }
+
+    /// Makes the launches that follow run on the uploaded case's tokens
+    /// `first..first + t` as a batch of their own (their outputs in rows
+    /// 0..t of the buffers): a batch-invariance sweep over every T without
+    /// uploading the case again. `window(0, T)` is the whole case.
+    pub fn window(&mut self, first: usize, t: usize) -> Result<(), SubjectError> {
+        if t == 0 || first.checked_add(t).is_none_or(|end| end > self.uploaded_t) {
+            return Err(SubjectError::Invalid(format!(
+                "window of {t} tokens from {first}: the case holds {}",
+                self.uploaded_t
+            )));
+        }
+        // first * stride lies inside x's storage, whose size is within i32
+        // (plan): the window's rows are rows of the uploaded case.
+        let offset = first as i64 * self.stride + self.base_offset as i64;
+        self.offset = i32::try_from(offset).map_err(|_| SubjectError::Invalid(format!("offset {offset}")))?;
+        self.plan.t = t;
+        self.plan.grid_m = t.div_ceil(TILE_M) as u32;
+        Ok(())
+    }
+
+    /// Waits for both passes and copies back rows `rows` of y (bf16 values
+    /// as f32) and of dX, each H values, row after row.
+    pub fn read_rows(&self, rows: &[usize]) -> Result<(Vec<f32>, Vec<f32>), SubjectError> {
+        if !self.forward_enqueued || !self.backward_enqueued {
+            return Err(SubjectError::Device("read_rows: launch the forward and the backward first".into()));
+        }
+        if let Some(r) = rows.iter().find(|&&r| r >= self.plan.t) {
+            return Err(SubjectError::Invalid(format!("row {r} of a batch of {}", self.plan.t)));
+        }
+        self.dev.finish("shared_expert")?;
+        self.check_guards()?;
+        let (s, h) = (&self.dev.stream, self.plan.h);
+        let (mut y, mut dx) = (Vec::with_capacity(rows.len() * h), Vec::with_capacity(rows.len() * h));
+        for &r in rows {
+            y.extend(self.y.read_range(s, r * h..(r + 1) * h)?.into_iter().map(bf16_value));
+            dx.extend(self.dx.read_range(s, r * h..(r + 1) * h)?);
+        }
+        self.dev.finish("read-back")?;
+        Ok((y, dx))
     }
 
     /// Waits for the forward and copies y back (T x H bf16 values as f32).
