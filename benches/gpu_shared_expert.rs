@@ -28,8 +28,8 @@
 //!
 //! `--sweep-t MAX`: batch invariance and determinism for every T from 1 to
 //! MAX at H = 4096, F = 2048. One batch of MAX tokens is uploaded and runs
-//! whole; then for each T the T tokens from row a = (7919 T) mod (MAX - T +
-//! 1) run as a batch of their own (a window of the uploaded rows), twice,
+//! whole; then for each T the T tokens from row a = 7919 T mod (MAX + 1 -
+//! T) run as a batch of their own (a window of the uploaded rows), twice,
 //! and rows 0, T / 2 and T - 1 of it (y and dX) must equal the whole
 //! batch's rows a, a + T / 2 and a + T - 1, and the second run the first,
 //! bit for bit. Exits 1 on the first difference.
