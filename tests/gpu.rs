@@ -646,6 +646,46 @@ mod se {
         }
     }
 
+    /// A window of the uploaded rows (`DeviceSharedExpertCase::window`,
+    /// what `gpu_shared_expert --sweep-t` runs on) gives the bits of the
+    /// same rows uploaded as a case of their own, at an offset and a row
+    /// stride; `read_rows` gives those rows; a window or a row past the
+    /// batch is refused.
+    pub fn windows() -> Outcome {
+        let cuda = cuda();
+        let e = |x: SubjectError| x.to_string();
+        let c = case(9, 131, 67, 3, 5, Class::Plain, 11);
+        let mut dc = cuda.upload(&c).map_err(e)?;
+        let mut failures = Vec::new();
+        for (first, t) in [(0usize, 9usize), (2, 3), (8, 1), (0, 1), (4, 5)] {
+            let sub = c.rows(first..first + t);
+            let (y, dx) = (cuda.forward_y(&sub).map_err(e)?, cuda.backward_dx(&sub).map_err(e)?);
+            dc.window(first, t).map_err(e)?;
+            dc.launch_forward().map_err(e)?;
+            dc.launch_backward().map_err(e)?;
+            let rows: Vec<usize> = (0..t).rev().collect();
+            let (yw, dxw) = dc.read_rows(&rows).map_err(e)?;
+            let pick =
+                |v: &[f32]| -> Vec<f32> { rows.iter().flat_map(|&r| v[r * 131..(r + 1) * 131].to_vec()).collect() };
+            failures.extend(diff(&format!("y of window {first}+{t}"), &yw, &pick(&y), 131));
+            failures.extend(diff(&format!("dX of window {first}+{t}"), &dxw, &pick(&dx), 131));
+        }
+        for (first, t) in [(0usize, 0usize), (5, 5), (9, 1), (usize::MAX, 2)] {
+            if !matches!(dc.window(first, t), Err(SubjectError::Invalid(_))) {
+                failures.push(format!("window({first}, {t}) of 9 rows was not refused"));
+            }
+        }
+        dc.window(2, 3).map_err(e)?;
+        if !matches!(dc.read_rows(&[3]), Err(SubjectError::Invalid(_))) {
+            failures.push("row 3 of a window of 3 was not refused".into());
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n"))
+        }
+    }
+
     /// Two launches give the same bits; the same values at another offset
     /// and row stride give the same bits.
     pub fn determinism_and_layout() -> Outcome {
@@ -743,6 +783,7 @@ fn main() {
         ("shared_expert_conformance_on_value_classes", se::conformance_on_generated_cases as fn() -> Outcome),
         ("shared_expert_batch_invariance_at_reference_shapes", se::batch_invariance),
         ("shared_expert_determinism_and_offset_stride_at_reference_shapes", se::determinism_and_layout),
+        ("shared_expert_windows_of_an_uploaded_case", se::windows),
     ] {
         tests.push(Test { name: name.into(), device: se::device, run: Box::new(run) });
     }
