@@ -24,6 +24,7 @@ use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, Share
 // The one computational leaf shared with the oracles (see the router
 // model): the correctly rounded exp, verified on its own against MPFR.
 use oracles::expf::exp_f32;
+use oracles::mma::MmaModel;
 use oracles::order::ReductionOrder;
 use oracles::profile::shared_expert::SharedExpertProfile;
 
@@ -146,8 +147,15 @@ impl SharedExpertModel {
     /// steps instead: blocks of 16 from lo, each step's f32 the next one's
     /// c (the step itself is the model's, shared with the oracles as the
     /// exp is).
-    fn chain(&self, lo: usize, hi: usize, a: &dyn Fn(usize) -> f32, b: &dyn Fn(usize) -> f32) -> f32 {
-        if let Ok(Some(m)) = self.profile.mma_model() {
+    fn chain(
+        &self,
+        mma: Option<&MmaModel>,
+        lo: usize,
+        hi: usize,
+        a: &dyn Fn(usize) -> f32,
+        b: &dyn Fn(usize) -> f32,
+    ) -> f32 {
+        if let Some(m) = mma {
             let mut acc = 0.0f32;
             for k in (lo..hi).step_by(oracles::mma::K) {
                 let block = k..(k + oracles::mma::K).min(hi);
@@ -165,13 +173,20 @@ impl SharedExpertModel {
 
     /// A dot product of length n in a batch of t_n tokens: one chain, or
     /// under a split-K bug two chains over the halves of K added at the end.
-    fn dot(&self, t_n: usize, n: usize, a: &dyn Fn(usize) -> f32, b: &dyn Fn(usize) -> f32) -> f32 {
+    fn dot(
+        &self,
+        mma: Option<&MmaModel>,
+        t_n: usize,
+        n: usize,
+        a: &dyn Fn(usize) -> f32,
+        b: &dyn Fn(usize) -> f32,
+    ) -> f32 {
         let split = self.has(SharedExpertBug::SplitK) || (self.has(SharedExpertBug::SmallTSplitK) && t_n <= SMALL_T);
         if split {
             let mid = n / 2;
-            self.chain(0, mid, a, b) + self.chain(mid, n, a, b)
+            self.chain(mma, 0, mid, a, b) + self.chain(mma, mid, n, a, b)
         } else {
-            self.chain(0, n, a, b)
+            self.chain(mma, 0, n, a, b)
         }
     }
 
@@ -179,6 +194,9 @@ impl SharedExpertModel {
     /// `backward`), as the kernels compute them.
     pub fn trace(&self, case: &SharedExpertCase, backward: bool) -> Result<Trace, ModelError> {
         self.prepare(case)?;
+        // The profile's MMA model, looked up once (prepare validated it).
+        let mma = self.profile.mma_model().ok().flatten();
+        let mma = mma.as_ref();
         let (t_n, h_n, f_n) = (case.t, case.h, case.f);
         let poison = f32::from_bits(POISON);
         let x = Strided { buf: case.x_storage(poison), base: case.layout.offset, stride: case.layout.row_stride };
@@ -193,8 +211,8 @@ impl SharedExpertModel {
             let mut h = vec![0.0f32; f_n];
             let mut silu = vec![0.0f32; f_n];
             for j in 0..f_n {
-                let g = self.dot(t_n, h_n, &xt, &|i| w1(gate0 + j, i));
-                let u = self.dot(t_n, h_n, &xt, &|i| w1(up0 + j, i));
+                let g = self.dot(mma, t_n, h_n, &xt, &|i| w1(gate0 + j, i));
+                let u = self.dot(mma, t_n, h_n, &xt, &|i| w1(up0 + j, i));
                 let sig = self.sigmoid(g);
                 silu[j] = g * sig;
                 let h_pre =
@@ -207,7 +225,7 @@ impl SharedExpertModel {
                 tr.h.push(h[j]);
             }
             for i in 0..h_n {
-                let y_pre = self.dot(t_n, f_n, &|j| h[j], &|j| w2(i, j));
+                let y_pre = self.dot(mma, t_n, f_n, &|j| h[j], &|j| w2(i, j));
                 tr.y_pre.push(y_pre);
                 tr.y.push(self.to_bf16(y_pre));
             }
@@ -219,7 +237,7 @@ impl SharedExpertModel {
             // [dgate block, dup block], before and after rounding.
             let mut dz_pre = vec![0.0f32; 2 * f_n];
             for j in 0..f_n {
-                let dh_pre = self.dot(t_n, h_n, &dyt, &|i| w2(i, j));
+                let dh_pre = self.dot(mma, t_n, h_n, &dyt, &|i| w2(i, j));
                 let dh = self.to_bf16(dh_pre);
                 let (g, u, sig) = (tr.g[base + j], tr.u[base + j], tr.sig[base + j]);
                 let dsilu = sig * (1.0 + g * (1.0 - sig));
@@ -234,7 +252,7 @@ impl SharedExpertModel {
             // dX: one chain over all 2F, the gate block first.
             let row = |k: usize| if k < f_n { gate0 + k } else { up0 + k - f_n };
             for i in 0..h_n {
-                let d = self.dot(t_n, 2 * f_n, &|k| dz[k], &|k| w1(row(k), i));
+                let d = self.dot(mma, t_n, 2 * f_n, &|k| dz[k], &|k| w1(row(k), i));
                 tr.dx.push(if self.has(SharedExpertBug::DxRounded) { self.to_bf16(d) } else { d });
             }
         }
