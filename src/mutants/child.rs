@@ -213,20 +213,16 @@ fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
     let cfg = GenConfig::from_env()?;
     let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let entries = corpus_entries(ask.corpus, op)?;
-    Ok(
-        match dynop
-            .hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg)
-            .map_err(|e| e.to_string())?
-        {
-            Ok((case, property, message)) => Outcome::Killed {
-                op: who(op, subject),
-                property: property.name().into(),
-                case,
-                message: message.lines().next().unwrap_or("").into(),
-            },
-            Err(cases) => Outcome::Survived { cases },
+    let hunt = dynop.hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg);
+    Ok(match hunt.map_err(|e| e.to_string())? {
+        Ok((case, property, message)) => Outcome::Killed {
+            op: who(op, subject),
+            property: property.name().into(),
+            case,
+            message: message.lines().next().unwrap_or("").into(),
         },
-    )
+        Err(cases) => Outcome::Survived { cases },
+    })
 }
 
 #[cfg(test)]
