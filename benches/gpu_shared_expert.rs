@@ -19,7 +19,7 @@
 //! replayed five times a timing (the mean), as benches/torch_shared_expert.py
 //! times PyTorch: the host's submission latency does not count.
 //!
-//! Usage: gpu_shared_expert [--variant strict|tc] [--json PATH] [--iters N]
+//! Usage: gpu_shared_expert [--variant strict|tc|wgmma] [--json PATH] [--iters N]
 //!        [--warmup N] [--only T] [--quick] [--table] [--no-check]
 //!        [--sweep-t MAX] (--quick: T = 2048 at H = 4096 only; --table: the
 //!        speed table's shapes, those of the cuBLAS subjects; --no-check:
@@ -233,8 +233,9 @@ fn main() {
                 variant = match it.next().as_deref() {
                     Some("strict") => Variant::Strict,
                     Some("tc") => Variant::TensorCore,
+                    Some("wgmma") => Variant::Wgmma,
                     v => {
-                        eprintln!("--variant takes strict or tc, not {v:?}");
+                        eprintln!("--variant takes strict, tc or wgmma, not {v:?}");
                         std::process::exit(2);
                     }
                 }

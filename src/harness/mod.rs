@@ -312,9 +312,9 @@ mod tests {
         use oracles::op::shared_expert::SharedExpert;
         // shared_expert's named subjects: the tensor-core kernels, then
         // every cuBLAS variant the subject module knows.
-        assert_eq!(SharedExpert::LIBRARIES[0], "cuda-tc");
-        assert_eq!(SharedExpert::LIBRARIES[1..], crate::subject::cuda::shared_expert_cublas::NAMES);
-        for name in ["cublas", "cuda-tc"] {
+        assert_eq!(SharedExpert::LIBRARIES[..2], ["cuda-tc", "cuda-wgmma"]);
+        assert_eq!(SharedExpert::LIBRARIES[2..], crate::subject::cuda::shared_expert_cublas::NAMES);
+        for name in ["cublas", "cuda-tc", "cuda-wgmma"] {
             match resolve::<SharedExpert>(name) {
                 Ok(s) => assert_eq!(s[0].name(), name),
                 Err(ResolveError::Unavailable(r)) => assert!(r.starts_with(&format!("shared_expert {name}: ")), "{r}"),
@@ -326,7 +326,7 @@ mod tests {
         }
         let Err(ResolveError::Unknown(m)) = resolve::<SharedExpert>("cublass") else { panic!("a typo resolves") };
         assert!(
-            m.contains("cuda, cuda-tc, cublas, cublas-fp32-reduction, cublaslt-pinned, cublaslt-pinned-aligned, bugs"),
+            m.contains("cuda, cuda-tc, cuda-wgmma, cublas, cublas-fp32-reduction, cublaslt-pinned, cublaslt-pinned-aligned, bugs"),
             "{m}"
         );
         assert!(

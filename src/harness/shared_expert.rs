@@ -107,18 +107,18 @@ impl Harness for SharedExpert {
         probe(Variant::Strict).map(|c| Arc::new(c) as SubjectRef<Self>)
     }
 
-    /// The tensor-core kernel, then cuBLAS's variants.
+    /// The tensor-core kernels, then cuBLAS's variants.
     const LIBRARIES: &'static [&'static str] =
-        &["cuda-tc", "cublas", "cublas-fp32-reduction", "cublaslt-pinned", "cublaslt-pinned-aligned"];
-    /// The tensor-core kernel claims `mma16-h100`: a correct subject. The
+        &["cuda-tc", "cuda-wgmma", "cublas", "cublas-fp32-reduction", "cublaslt-pinned", "cublaslt-pinned-aligned"];
+    /// The tensor-core kernels claim `mma16-h100`: correct subjects. The
     /// cuBLAS variants claim no profile (and are not batch-invariant).
-    const DEFAULT_LIBRARIES: &'static [&'static str] = &["cuda-tc"];
+    const DEFAULT_LIBRARIES: &'static [&'static str] = &["cuda-tc", "cuda-wgmma"];
 
     fn library(name: &str) -> Result<SubjectRef<Self>, String> {
         use crate::subject::cuda::shared_expert::{probe as probe_cuda, Variant as Kernel};
         use crate::subject::cuda::shared_expert_cublas::{probe, Variant};
-        if name == Kernel::TensorCore.name() {
-            return probe_cuda(Kernel::TensorCore).map(|c| Arc::new(c) as SubjectRef<Self>);
+        if let Some(k) = [Kernel::TensorCore, Kernel::Wgmma].into_iter().find(|k| k.name() == name) {
+            return probe_cuda(k).map(|c| Arc::new(c) as SubjectRef<Self>);
         }
         let Some(v) = Variant::ALL.into_iter().find(|v| v.name() == name) else {
             return Err(format!("shared_expert: no library subject {name:?}"));

@@ -48,6 +48,8 @@ pub enum KernelId {
     SharedExpert,
     /// shared_expert on the tensor cores (subject `cuda-tc`).
     SharedExpertTc,
+    /// shared_expert on Hopper's warpgroup MMA (subject `cuda-wgmma`).
+    SharedExpertWgmma,
     /// The SwiGLU epilogues between the cuBLAS subject's GEMMs
     /// ([`shared_expert_cublas`]).
     SharedExpertCublas,
@@ -59,11 +61,12 @@ pub enum KernelId {
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 7] = [
+    pub const ALL: [KernelId; 8] = [
         KernelId::SeqwiseLoss,
         KernelId::Router,
         KernelId::SharedExpert,
         KernelId::SharedExpertTc,
+        KernelId::SharedExpertWgmma,
         KernelId::SharedExpertCublas,
         KernelId::ExpfCheck,
         KernelId::MmaCheck,
@@ -81,6 +84,10 @@ impl KernelId {
             KernelId::SharedExpertTc => {
                 KernelSource { name: "shared_expert_tc.cu", text: include_str!("../../../kernels/shared_expert_tc.cu") }
             }
+            KernelId::SharedExpertWgmma => KernelSource {
+                name: "shared_expert_wgmma.cu",
+                text: include_str!("../../../kernels/shared_expert_wgmma.cu"),
+            },
             KernelId::SharedExpertCublas => KernelSource {
                 name: "shared_expert_cublas.cu",
                 text: include_str!("../../../kernels/shared_expert_cublas.cu"),
@@ -110,17 +117,19 @@ impl KernelId {
             KernelId::Router => Some(("router", "cuda")),
             KernelId::SharedExpert => Some(("shared_expert", "cuda")),
             KernelId::SharedExpertTc => Some(("shared_expert", "cuda-tc")),
+            KernelId::SharedExpertWgmma => Some(("shared_expert", "cuda-wgmma")),
             KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
         }
     }
 
     /// The architecture this kernel is compiled for on a device of
-    /// `device_arch`: the device's own, except that the MMA check takes
-    /// sm_90's arch-specific features (`sm_90a`, for its `wgmma` kernel)
-    /// on an sm_90 device, the one device such code runs on.
+    /// `device_arch`: the device's own, except that the kernels with
+    /// `wgmma` (the MMA check's and `cuda-wgmma`'s) take sm_90's
+    /// arch-specific features (`sm_90a`) on an sm_90 device, the one device
+    /// such code runs on.
     pub fn arch(self, device_arch: &str) -> String {
         match self {
-            KernelId::MmaCheck if device_arch == "sm_90" => "sm_90a".into(),
+            KernelId::MmaCheck | KernelId::SharedExpertWgmma if device_arch == "sm_90" => "sm_90a".into(),
             _ => device_arch.into(),
         }
     }
@@ -141,6 +150,7 @@ pub const HEADERS: &[KernelSource] = &[
     KernelSource { name: "common.cuh", text: include_str!("../../../kernels/common.cuh") },
     KernelSource { name: "expf.cuh", text: include_str!("../../../kernels/expf.cuh") },
     KernelSource { name: "expf_hard.cuh", text: include_str!("../../../kernels/expf_hard.cuh") },
+    KernelSource { name: "swiglu.cuh", text: include_str!("../../../kernels/swiglu.cuh") },
 ];
 
 /// Values per lane the kernels are instantiated for (V: 32 V >= E).

@@ -6,9 +6,12 @@
 //!   in which every output element is one thread's serial loop;
 //! - `cuda-tc`: `kernels/shared_expert_tc.cu`, profile `mma16-h100` (every
 //!   dot product a chain of tensor-core `mma.sync` steps over K in blocks of
-//!   16, ascending), each output's chain in one warp.
+//!   16, ascending), each output's chain in one warp;
+//! - `cuda-wgmma`: `kernels/shared_expert_wgmma.cu`, the same profile on
+//!   Hopper's warpgroup MMA (`wgmma`, whose step gives `mma.sync`'s bits),
+//!   each output's chain in one warpgroup's accumulators.
 //!
-//! Both sources keep one launch contract, so one launcher runs either. Five
+//! The sources keep one launch contract, so one launcher runs any. Five
 //! launches, no split-K, the same kernels for every T: batch-invariant by
 //! construction.
 //! - forward: `se_gate_up_fwd` (z = x w1^T with the SwiGLU epilogue: h, bf16)
@@ -43,6 +46,8 @@ pub const TILE_M: usize = 128;
 pub const TILE_N: usize = 128;
 /// `BP_TC_SMEM`: the tensor-core kernels' dynamic shared memory.
 pub const TC_SMEM: u32 = 81_920;
+/// `BP_WG_SMEM`: the wgmma kernels' dynamic shared memory.
+pub const WG_SMEM: u32 = 132_096;
 /// Gate (and up) units per block of the gate/up kernels: half a tile.
 pub const TILE_UNITS: usize = TILE_N / 2;
 /// The most blocks a grid's y dimension takes (CUDA's limit).
@@ -119,15 +124,19 @@ pub enum Variant {
     Strict,
     /// `kernels/shared_expert_tc.cu`, profile `mma16-h100`: `cuda-tc`.
     TensorCore,
+    /// `kernels/shared_expert_wgmma.cu`, profile `mma16-h100`:
+    /// `cuda-wgmma`.
+    Wgmma,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 2] = [Variant::Strict, Variant::TensorCore];
+    pub const ALL: [Variant; 3] = [Variant::Strict, Variant::TensorCore, Variant::Wgmma];
 
     pub fn name(self) -> &'static str {
         match self {
             Variant::Strict => "cuda",
             Variant::TensorCore => "cuda-tc",
+            Variant::Wgmma => "cuda-wgmma",
         }
     }
 
@@ -135,16 +144,18 @@ impl Variant {
         match self {
             Variant::Strict => KernelId::SharedExpert,
             Variant::TensorCore => KernelId::SharedExpertTc,
+            Variant::Wgmma => KernelId::SharedExpertWgmma,
         }
     }
 
     /// Bytes of dynamic shared memory every kernel of the source takes
-    /// (`BP_TC_SMEM`: the tensor-core kernels' stages of K; the strict ones
-    /// use static shared memory only).
+    /// (`BP_TC_SMEM`, `BP_WG_SMEM`: the tensor-core kernels' stages of K;
+    /// the strict ones use static shared memory only).
     pub fn dynamic_smem(self) -> u32 {
         match self {
             Variant::Strict => 0,
             Variant::TensorCore => TC_SMEM,
+            Variant::Wgmma => WG_SMEM,
         }
     }
 
@@ -152,7 +163,7 @@ impl Variant {
     pub fn profile(self) -> SharedExpertProfile {
         match self {
             Variant::Strict => SharedExpertProfile::serial(),
-            Variant::TensorCore => SharedExpertProfile::mma_h100(),
+            Variant::TensorCore | Variant::Wgmma => SharedExpertProfile::mma_h100(),
         }
     }
 }
@@ -169,7 +180,8 @@ pub struct CudaSharedExpert {
 /// source, once per process. `Err` is the reason this subject cannot run
 /// here; it disables no other subject.
 pub fn probe(variant: Variant) -> Result<CudaSharedExpert, String> {
-    static SUBJECTS: [OnceLock<Result<CudaSharedExpert, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    static SUBJECTS: [OnceLock<Result<CudaSharedExpert, String>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     SUBJECTS[variant as usize].get_or_init(|| load(variant)).clone()
 }
 
@@ -178,7 +190,7 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
     // The MMA model is the sm_90 tensor core's (H100, H200): another
     // architecture's steps round otherwise (the A100 keeps 24 fraction
     // bits), so its bits are not this profile's.
-    if variant == Variant::TensorCore && dev.info.compute_capability != (9, 0) {
+    if variant != Variant::Strict && dev.info.compute_capability != (9, 0) {
         let (major, minor) = dev.info.compute_capability;
         return Err(format!(
             "{}: its profile mma16-h100 models the sm_90 tensor core (H100, H200); this GPU is sm_{major}{minor}",
@@ -603,18 +615,19 @@ mod tests {
                     }
                 }
                 // every dot product on the H100's MMA model, a shipped profile.
-                Variant::TensorCore => {
+                Variant::TensorCore | Variant::Wgmma => {
                     assert_eq!(shipped.expect("a shipped profile").mma.as_deref(), Some(oracles::mma::H100_BF16.name));
-                    assert!(text.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
-                    for k in
-                        ["BP_TC_GEMM(se_gemm_nk_bf16,", "BP_TC_GEMM(se_gemm_kn_bf16,", "BP_TC_GEMM(se_gemm_kn_f32,"]
-                    {
-                        assert!(text.contains(k), "{k}");
+                    let (step, gemm, smem) = if v == Variant::TensorCore {
+                        ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "BP_TC_GEMM", "BP_TC_SMEM")
+                    } else {
+                        ("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "BP_WG_GEMM", "BP_WG_SMEM")
+                    };
+                    assert!(text.contains(step), "{step}");
+                    for k in ["se_gemm_nk_bf16,", "se_gemm_kn_bf16,", "se_gemm_kn_f32,"] {
+                        assert!(text.contains(&format!("{gemm}({k}")), "{gemm}({k}");
                     }
+                    assert_eq!(define(text, smem), Some(v.dynamic_smem() as u64));
                 }
-            }
-            if v == Variant::TensorCore {
-                assert_eq!(define(text, "BP_TC_SMEM"), Some(TC_SMEM as u64));
             }
             assert_eq!(define(text, "BP_SE_THREADS"), Some(THREADS as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BM"), Some(TILE_M as u64), "{}", source.name);

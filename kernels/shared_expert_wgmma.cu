@@ -1,0 +1,323 @@
+// shared_expert_wgmma (shared/SPEC.md section 5): the SwiGLU MLP on bf16
+// weights on Hopper's warpgroup tensor-core MMA (wgmma), forward y and
+// backward dX (weights frozen), batch-invariant.
+//
+// Numeric profile: "mma16-h100" (oracles/src/profile/shared_expert.rs)
+//   every dot product (z = x w1^T, y = h w2^T, dh = dy w2, dX = dz w1):
+//        a chain of tensor-core steps from +0.0 over K in blocks of 16,
+//        ascending (step s takes k = 16 s .. 16 s + 15; past K both operands
+//        are zeros, which a step ignores), each step's f32 result the next
+//        one's accumulator (oracles/src/mma.rs). dX is one chain over all
+//        2F, the gate block first. The step is wgmma's k16 step, which
+//        bitparity-mma-check confirms gives mma.sync's bits on the H200
+//        (docs/mma.md).
+//   bf16 roundings, sigmoid and the SwiGLU epilogues: as "serial"
+//        (swiglu.cuh).
+// No split-K, no atomics: each output's whole chain runs in one warpgroup's
+// accumulator, in the same order whatever T, the tile it falls in or the
+// grid. The chain depends only on the output's row of A and column of B, so
+// the kernels are batch-invariant by construction.
+//
+// Compiled for sm_90a (wgmma is an arch-specific feature of sm_90).
+//
+// ---------------------------------------------------------------------------
+// Design: a block of 256 threads (two warpgroups) computes a 128 x 128 tile;
+// warpgroup w the rows 64 w .. 64 w + 63, all 128 columns, with
+// wgmma.m64n128k16 (A and B from shared memory). K advances by 64 (four
+// steps) through BP_WG_STAGES buffers; each thread copies its share of the
+// stage BP_WG_STAGES - 2 ahead while the tensor cores work. cp.async copies
+// 16 bytes when the source is 16-byte aligned and whole, otherwise the
+// thread loads the 8 values one by one with zeros past the edges (odd H,
+// offsets 1..3, odd row strides: slower, the same bits).
+// Shared memory: rows of 64 bf16 (128 bytes) with the 128-byte swizzle (the
+// 16-byte chunk c of row r at chunk c ^ (r mod 8)), every tile 1024-byte
+// aligned. A and the [n][k] operands are K-major (a row per m or n); the
+// [k][n] operand is MN-major: two blocks of 64 columns, a row per k, read
+// with wgmma's transpose of B.
+//
+// Launch contract: kernels/shared_expert.cu's, so that the one subject
+// (src/subject/cuda/shared_expert.rs) launches either, except for shared
+// memory: BP_WG_SMEM bytes of dynamic shared memory (the function's limit
+// raised to it first). Block (256, 1, 1), grid.y = ceil(M / 128); the gate/up
+// kernels take grid.x = ceil(F / 64) (gate units j0 = 64 blockIdx.x ..
+// j0 + 63 and their up units), the GEMMs grid.x = ceil(N / 128).
+//   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h)
+//   se_gate_up_bwd(x, x_off, x_ld, w1, dh, T, H, F, dz)
+//   se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K, out)   b[n*K + k]
+//   se_gemm_kn_bf16(a, a_off, a_ld, b, M, N, K, out)   b[k*N + n]
+//   se_gemm_kn_f32(a, a_off, a_ld, b, M, N, K, out)    b[k*N + n], f32 out
+// ---------------------------------------------------------------------------
+
+#include "common.cuh"
+#include "expf.cuh"
+#include "swiglu.cuh"
+
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "shared_expert_wgmma.cu needs sm_90a (wgmma)"
+#endif
+
+#define BP_SE_THREADS 256
+#define BP_SE_BM 128
+#define BP_SE_BN 128
+// K per stage: four wgmma steps, one 128-byte row of bf16.
+#define BP_WG_BK 64
+#define BP_WG_STAGES 4
+// A stage: A's 128 x 64 and B's 128 x 64 (either major), 16 KiB each.
+#define BP_WG_TILE_BYTES 16384
+// The stages, and 1024 bytes to align them (the swizzle's atoms): the
+// subject passes BP_WG_SMEM; keep the two in step.
+#define BP_WG_SMEM 132096
+
+namespace bp {
+namespace wg {
+
+using swiglu::bf16_t;
+
+static_assert(BP_WG_SMEM == BP_WG_STAGES * 2 * BP_WG_TILE_BYTES + 1024, "BP_WG_SMEM is the stages' size");
+
+enum BMode { B_NK = 0, B_KN = 1, B_GATE_UP = 2 };
+
+__device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// The byte offset of the 16-byte chunk c (0..7) of row r of a tile of
+// 128-byte rows under the 128-byte swizzle.
+__device__ __forceinline__ unsigned swz(int r, int c) { return (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)); }
+
+// 8 consecutive bf16 from src into dst (16-byte aligned): `valid` of them
+// in range (the rest zeros). One cp.async when all 8 are in range and src is
+// 16-byte aligned; else plain loads and one 16-byte store.
+__device__ __forceinline__ void load8(unsigned char* dst, const bf16_t* src, int valid, bool aligned) {
+    if (valid == 8 && aligned) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem(dst)), "l"(src));
+    } else {
+        unsigned w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const unsigned lo = 2 * e < valid ? src[2 * e] : 0u;
+            const unsigned hi = 2 * e + 1 < valid ? src[2 * e + 1] : 0u;
+            w[e] = lo | hi << 16;
+        }
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+__device__ __forceinline__ int clamp8(int n) { return n < 0 ? 0 : (n > 8 ? 8 : n); }
+
+// A shared-memory matrix descriptor with the 128-byte swizzle: start
+// address, leading and stride byte offsets (each in units of 16 bytes).
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3ffff) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+           ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+// d = a b + d over one k block of 16 for a warpgroup's 64 x 128 outputs:
+// the step the profile chains. TB: B is MN-major (transposed).
+template <int TB>
+__device__ __forceinline__ void wgmma16(float (&d)[64], unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %66;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "n"(TB)
+        : "memory");
+}
+
+// One block's 128 x 128 tile: acc[4 i + e] is the chain of the output at
+// tile row 64 (warpgroup) + 16 (warp in it) + lane / 4 + 8 (e / 2) and tile
+// column 8 i + 2 (lane % 4) + e % 2 (wgmma's accumulator layout).
+//   A: element (m, k) at a[m*lda + k] (a already offset), m < M.
+//   B: by MODE; n0 the tile's first column (GATE_UP: j0, N = F: tile
+//      columns 0..63 the gate units j0.., 64..127 the same units' up rows).
+template <int MODE>
+__device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __restrict__ a, long long lda, int M,
+                                         int m0, const bf16_t* __restrict__ b, long long ldb, int N, int n0, int K,
+                                         float (&acc)[64]) {
+    const int tid = threadIdx.x;
+    const int wgrp = tid >> 7;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+
+    const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
+    const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
+
+    // Each thread copies 4 chunks of 8 of A and 4 of B per stage.
+    auto load = [&](int buf, int k0) {
+        unsigned char* sa = tiles + buf * 2 * BP_WG_TILE_BYTES;
+        unsigned char* sb = sa + BP_WG_TILE_BYTES;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int c = tid + q * BP_SE_THREADS;
+            const int r = c >> 3, kc = c & 7;
+            const int m = m0 + r, k = k0 + kc * 8;
+            load8(sa + swz(r, kc), a + (long long)m * lda + k, m < M ? clamp8(K - k) : 0, a_aligned);
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int c = tid + q * BP_SE_THREADS;
+            if (MODE == B_KN) {
+                // [k][n]: 64 rows of k, 16 chunks of n each; chunk nc in
+                // the column block nc / 8.
+                const int kr = c >> 4, nc = c & 15;
+                const int k = k0 + kr, n = n0 + nc * 8;
+                load8(sb + (nc >> 3) * (BP_WG_TILE_BYTES / 2) + swz(kr, nc & 7), b + (long long)k * ldb + n,
+                      k < K ? clamp8(N - n) : 0, b_aligned);
+            } else {
+                const int r = c >> 3, kc = c & 7;
+                const int k = k0 + kc * 8;
+                int row, in;
+                if (MODE == B_GATE_UP) {
+                    const int unit = n0 + (r & 63);
+                    in = unit < N;
+                    row = r < 64 ? unit : N + unit;
+                } else {
+                    row = n0 + r;
+                    in = row < N;
+                }
+                load8(sb + swz(r, kc), b + (long long)row * ldb + k, in ? clamp8(K - k) : 0, b_aligned);
+            }
+        }
+    };
+
+    // Four steps, k blocks 0, 16, 32 and 48 of the stage, in that order
+    // (wgmma steps of one warpgroup complete in issue order, each on the
+    // accumulator the previous one left).
+    auto compute = [&](int buf) {
+        const unsigned sa = smem(tiles + buf * 2 * BP_WG_TILE_BYTES) + wgrp * (64 * 128);
+        const unsigned sb = smem(tiles + buf * 2 * BP_WG_TILE_BYTES + BP_WG_TILE_BYTES);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            // K-major: the next k block 32 bytes along the row; 8-row
+            // groups 1024 bytes apart (the leading offset is unused).
+            const unsigned long long da = desc(sa + j * 32, 16, 1024);
+            if (MODE == B_KN) {
+                // MN-major: 16 rows of k per step; the two 64-column blocks
+                // 8 KiB apart (leading), 8-row groups of k 1024 apart.
+                wgmma16<1>(acc, da, desc(sb + j * 16 * 128, BP_WG_TILE_BYTES / 2, 1024));
+            } else {
+                wgmma16<0>(acc, da, desc(sb + j * 32, 16, 1024));
+            }
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    };
+
+    // One commit group of copies per stage, empty past the end, so that
+    // waiting for all but the newest STAGES - 3 groups means "stage s is in".
+    const int stages = (K + BP_WG_BK - 1) / BP_WG_BK;
+#pragma unroll
+    for (int s = 0; s < BP_WG_STAGES - 2; ++s) {
+        if (s < stages) load(s, s * BP_WG_BK);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+    for (int s = 0; s < stages; ++s) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(BP_WG_STAGES - 3));
+        // The copies (cp.async and plain stores) are generic-proxy writes;
+        // wgmma reads through the async proxy.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // Stage s is in for every thread. Every warpgroup has waited for
+        // its steps on stage s - 2 (below, in iteration s - 1), whose
+        // buffer the load below overwrites.
+        __syncthreads();
+        const int next = s + BP_WG_STAGES - 2;
+        if (next < stages) load(next % BP_WG_STAGES, next * BP_WG_BK);
+        asm volatile("cp.async.commit_group;\n" ::);
+        compute(s % BP_WG_STAGES);
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// The tile row and column of acc[4 i + e].
+__device__ __forceinline__ int out_row(int e) {
+    const int tid = threadIdx.x;
+    return (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2) + (e >> 1) * 8;
+}
+__device__ __forceinline__ int out_col(int i, int e) { return i * 8 + (threadIdx.x & 3) * 2 + (e & 1); }
+
+// The stages: the first 1024-byte boundary of dynamic shared memory.
+__device__ __forceinline__ unsigned char* stage_base(unsigned char* dynamic) {
+    return dynamic + ((1024u - (smem(dynamic) & 1023u)) & 1023u);
+}
+
+}  // namespace wg
+}  // namespace bp
+
+using namespace bp;
+using namespace bp::wg;
+
+extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)
+    se_gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1, int T,
+                   int H, int F, bf16_t* __restrict__ h) {
+    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
+    __shared__ double pow2[BP_EXP_TABLE];
+    exp_table_load(pow2);  // tile_mma's barriers order it before any read
+    const int m0 = blockIdx.y * BP_SE_BM;
+    const int j0 = blockIdx.x * 64;
+    float acc[64];
+    tile_mma<B_GATE_UP>(stage_base(bp_wg_smem), x + x_off, x_ld, T, m0, w1, H, F, j0, H, acc);
+    // Columns 8 i + ... (i < 8) hold gate values, i + 8 the same units' up.
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int t = m0 + out_row(e), j = j0 + out_col(i, e);
+            if (t < T && j < F) h[(long long)t * F + j] = swiglu::h_value(acc[4 * i + e], acc[4 * (i + 8) + e], pow2);
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)
+    se_gate_up_bwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1,
+                   const bf16_t* __restrict__ dh, int T, int H, int F, bf16_t* __restrict__ dz) {
+    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
+    __shared__ double pow2[BP_EXP_TABLE];
+    exp_table_load(pow2);
+    const int m0 = blockIdx.y * BP_SE_BM;
+    const int j0 = blockIdx.x * 64;
+    float acc[64];
+    tile_mma<B_GATE_UP>(stage_base(bp_wg_smem), x + x_off, x_ld, T, m0, w1, H, F, j0, H, acc);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int t = m0 + out_row(e), j = j0 + out_col(i, e);
+            if (t >= T || j >= F) continue;
+            bf16_t* row = dz + (long long)t * 2 * F;
+            swiglu::dz_values(acc[4 * i + e], acc[4 * (i + 8) + e], swiglu::bf16_value(dh[(long long)t * F + j]), pow2,
+                              &row[j], &row[F + j]);
+        }
+}
+
+#define BP_WG_GEMM(NAME, MODE, OUT_T, CONVERT)                                                                   \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
+        NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, int M, int N, \
+             int K, OUT_T* __restrict__ out) {                                                                   \
+        extern __shared__ __align__(1024) unsigned char bp_wg_smem[];                                            \
+        const int m0 = blockIdx.y * BP_SE_BM;                                                                    \
+        const int n0 = blockIdx.x * BP_SE_BN;                                                                    \
+        float acc[64];                                                                                           \
+        tile_mma<MODE>(stage_base(bp_wg_smem), a + a_off, a_ld, M, m0, b,                                        \
+                       (MODE) == B_KN ? (long long)N : (long long)K, N, n0, K, acc);                             \
+        _Pragma("unroll") for (int i = 0; i < 16; ++i) {                                                         \
+            _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                      \
+                const int m = m0 + out_row(e), n = n0 + out_col(i, e);                                           \
+                if (m < M && n < N) out[(long long)m * N + n] = CONVERT(acc[4 * i + e]);                         \
+            }                                                                                                    \
+        }                                                                                                        \
+    }
+
+#define BP_WG_AS_IS(v) (v)
+BP_WG_GEMM(se_gemm_nk_bf16, B_NK, bf16_t, swiglu::bf16_rne)
+BP_WG_GEMM(se_gemm_kn_bf16, B_KN, bf16_t, swiglu::bf16_rne)
+BP_WG_GEMM(se_gemm_kn_f32, B_KN, float, BP_WG_AS_IS)
