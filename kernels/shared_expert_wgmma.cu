@@ -21,11 +21,14 @@
 // Compiled for sm_90a (wgmma is an arch-specific feature of sm_90).
 //
 // ---------------------------------------------------------------------------
-// Design: a block of 256 threads (two warpgroups) computes a 128 x 128 tile;
-// warpgroup w the rows 64 w .. 64 w + 63, all 128 columns, with
-// wgmma.m64n128k16 (A and B from shared memory). K advances by 64 (four
-// steps) through BP_WG_STAGES buffers; each thread copies its share of the
-// stage BP_WG_STAGES - 2 ahead while the tensor cores work. cp.async copies
+// Design: a block of 256 threads (two warpgroups) computes a BM x 128 tile:
+// with BM = 128, warpgroup w the rows 64 w .. 64 w + 63, all 128 columns,
+// with wgmma.m64n128k16; with BM = 64 (the `_m64` kernels, for grids too
+// small to fill the GPU), all 64 rows and the columns 64 w .. 64 w + 63,
+// with wgmma.m64n64k16. A and B come from shared memory. K advances by 64
+// (four steps) through BP_WG_STAGES buffers; each thread copies its share
+// of the stage BP_WG_STAGES - 2 ahead while the tensor cores work. Which
+// tile a launch takes changes no bit: an output's chain is the same. cp.async copies
 // 16 bytes when the source is 16-byte aligned and whole, otherwise the
 // thread loads the 8 values one by one with zeros past the edges (odd H,
 // offsets 1..3, odd row strides: slower, the same bits).
@@ -38,9 +41,10 @@
 // Launch contract: kernels/shared_expert.cu's, so that the one subject
 // (src/subject/cuda/shared_expert.rs) launches either, except for shared
 // memory: BP_WG_SMEM bytes of dynamic shared memory (the function's limit
-// raised to it first). Block (256, 1, 1), grid.y = ceil(M / 128); the gate/up
+// raised to it first). Block (256, 1, 1), grid.y = ceil(M / BM); the gate/up
 // kernels take grid.x = ceil(F / 64) (gate units j0 = 64 blockIdx.x ..
-// j0 + 63 and their up units), the GEMMs grid.x = ceil(N / 128).
+// j0 + 63 and their up units), the GEMMs grid.x = ceil(N / 128). Each entry
+// point below also exists as NAME_m64, with BM = 64.
 //   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h)
 //   se_gate_up_bwd(x, x_off, x_ld, w1, dh, T, H, F, dz)
 //   se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K, out)   b[n*K + k]
@@ -61,12 +65,12 @@
 #define BP_SE_BN 128
 // K per stage: four wgmma steps, one 128-byte row of bf16.
 #define BP_WG_BK 64
-#define BP_WG_STAGES 4
-// A stage: A's 128 x 64 and B's 128 x 64 (either major), 16 KiB each.
+#define BP_WG_STAGES 6
+// A stage: A's BM x 64 and B's 128 x 64 (either major), 16 KiB each at most.
 #define BP_WG_TILE_BYTES 16384
 // The stages, and 1024 bytes to align them (the swizzle's atoms): the
 // subject passes BP_WG_SMEM; keep the two in step.
-#define BP_WG_SMEM 132096
+#define BP_WG_SMEM 197632
 
 namespace bp {
 namespace wg {
@@ -110,8 +114,9 @@ __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, 
            ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-// d = a b + d over one k block of 16 for a warpgroup's 64 x 128 outputs:
-// the step the profile chains. TB: B is MN-major (transposed).
+// d = a b + d over one k block of 16 for a warpgroup's 64 x 128 (or, below,
+// 64 x 64) outputs: the step the profile chains. TB: B is MN-major
+// (transposed).
 template <int TB>
 __device__ __forceinline__ void wgmma16(float (&d)[64], unsigned long long da, unsigned long long db) {
     asm volatile(
@@ -132,31 +137,61 @@ __device__ __forceinline__ void wgmma16(float (&d)[64], unsigned long long da, u
         : "l"(da), "l"(db), "n"(TB)
         : "memory");
 }
+template <int TB>
+__device__ __forceinline__ void wgmma16(float (&d)[32], unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %34;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "n"(TB)
+        : "memory");
+}
 
-// One block's 128 x 128 tile: acc[4 i + e] is the chain of the output at
-// tile row 64 (warpgroup) + 16 (warp in it) + lane / 4 + 8 (e / 2) and tile
-// column 8 i + 2 (lane % 4) + e % 2 (wgmma's accumulator layout).
+// Accumulators per thread of a BM x 128 tile: a warpgroup's 64 x 128 or
+// 64 x 64 outputs over its 128 threads.
+template <int BM>
+struct Acc {
+    static constexpr int N = BM == 128 ? 64 : 32;
+};
+
+// The B row of the gate/up kernels' tile row r: 32 gate units, their 32 up
+// units, the next 32 gate units, their up units; so that a warpgroup's 64
+// columns (BM = 64) hold the gate and up values of the same units, as do
+// the 128 of BM = 128. Tile column c holds unit j0 + gate_up_unit(c), its up
+// value when gate_up_is_up(c).
+__device__ __forceinline__ int gate_up_unit(int c) { return (c >> 6) * 32 + (c & 31); }
+__device__ __forceinline__ bool gate_up_is_up(int c) { return (c >> 5) & 1; }
+
+// One block's BM x 128 tile: acc[4 i + e] is the chain of the output at tile
+// row out_row<BM>(e), column out_col<BM>(i, e) (wgmma's accumulator layout).
 //   A: element (m, k) at a[m*lda + k] (a already offset), m < M.
-//   B: by MODE; n0 the tile's first column (GATE_UP: j0, N = F: tile
-//      columns 0..63 the gate units j0.., 64..127 the same units' up rows).
-template <int MODE>
+//   B: by MODE; n0 the tile's first column (GATE_UP: j0, N = F, the tile's
+//      rows as gate_up_unit says).
+template <int MODE, int BM>
 __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __restrict__ a, long long lda, int M,
                                          int m0, const bf16_t* __restrict__ b, long long ldb, int N, int n0, int K,
-                                         float (&acc)[64]) {
+                                         float (&acc)[Acc<BM>::N]) {
     const int tid = threadIdx.x;
     const int wgrp = tid >> 7;
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < Acc<BM>::N; ++i) acc[i] = 0.0f;
 
     const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
     const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
 
-    // Each thread copies 4 chunks of 8 of A and 4 of B per stage.
+    // Each thread copies BM / 32 chunks of 8 of A and 4 of B per stage.
     auto load = [&](int buf, int k0) {
         unsigned char* sa = tiles + buf * 2 * BP_WG_TILE_BYTES;
         unsigned char* sb = sa + BP_WG_TILE_BYTES;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < BM / 32; ++q) {
             const int c = tid + q * BP_SE_THREADS;
             const int r = c >> 3, kc = c & 7;
             const int m = m0 + r, k = k0 + kc * 8;
@@ -177,9 +212,9 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
                 const int k = k0 + kc * 8;
                 int row, in;
                 if (MODE == B_GATE_UP) {
-                    const int unit = n0 + (r & 63);
+                    const int unit = n0 + gate_up_unit(r);
                     in = unit < N;
-                    row = r < 64 ? unit : N + unit;
+                    row = gate_up_is_up(r) ? N + unit : unit;
                 } else {
                     row = n0 + r;
                     in = row < N;
@@ -193,8 +228,12 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
     // (wgmma steps of one warpgroup complete in issue order, each on the
     // accumulator the previous one left).
     auto compute = [&](int buf) {
-        const unsigned sa = smem(tiles + buf * 2 * BP_WG_TILE_BYTES) + wgrp * (64 * 128);
-        const unsigned sb = smem(tiles + buf * 2 * BP_WG_TILE_BYTES + BP_WG_TILE_BYTES);
+        // BM = 128: the warpgroup's 64 rows of A, all of B; BM = 64: all of
+        // A, the warpgroup's 64 columns of B (64 rows of an [n][k] tile, or
+        // the column block of a [k][n] one, 8 KiB either way).
+        const unsigned tile = smem(tiles + buf * 2 * BP_WG_TILE_BYTES);
+        const unsigned sa = tile + (BM == 128 ? wgrp * (BP_WG_TILE_BYTES / 2) : 0);
+        const unsigned sb = tile + BP_WG_TILE_BYTES + (BM == 128 ? 0 : wgrp * (BP_WG_TILE_BYTES / 2));
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -202,7 +241,7 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
             // groups 1024 bytes apart (the leading offset is unused).
             const unsigned long long da = desc(sa + j * 32, 16, 1024);
             if (MODE == B_KN) {
-                // MN-major: 16 rows of k per step; the two 64-column blocks
+                // MN-major: 16 rows of k per step; the 64-column blocks
                 // 8 KiB apart (leading), 8-row groups of k 1024 apart.
                 wgmma16<1>(acc, da, desc(sb + j * 16 * 128, BP_WG_TILE_BYTES / 2, 1024));
             } else {
@@ -240,16 +279,91 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
 }
 
 // The tile row and column of acc[4 i + e].
+template <int BM>
 __device__ __forceinline__ int out_row(int e) {
     const int tid = threadIdx.x;
-    return (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2) + (e >> 1) * 8;
+    return (BM == 128 ? (tid >> 7) * 64 : 0) + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2) + (e >> 1) * 8;
 }
-__device__ __forceinline__ int out_col(int i, int e) { return i * 8 + (threadIdx.x & 3) * 2 + (e & 1); }
+template <int BM>
+__device__ __forceinline__ int out_col(int i, int e) {
+    return (BM == 128 ? 0 : (threadIdx.x >> 7) * 64) + i * 8 + (threadIdx.x & 3) * 2 + (e & 1);
+}
 
 // The stages: the first 1024-byte boundary of dynamic shared memory.
 __device__ __forceinline__ unsigned char* stage_base(unsigned char* dynamic) {
     return dynamic + ((1024u - (smem(dynamic) & 1023u)) & 1023u);
 }
+
+// The gate/up kernels: z = x w1^T for the block's units, then `epilogue(t,
+// j, g, u)` on each (token, unit) in range. Of a thread's 8-column groups i,
+// those with bit 2 clear hold gate values, i + 4 the same units' up values.
+template <int BM, typename Epilogue>
+__device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long x_ld, const bf16_t* __restrict__ w1,
+                                        int T, int H, int F, Epilogue epilogue) {
+    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
+    const int m0 = blockIdx.y * BM;
+    const int j0 = blockIdx.x * 64;
+    float acc[Acc<BM>::N];
+    tile_mma<B_GATE_UP, BM>(stage_base(bp_wg_smem), x, x_ld, T, m0, w1, H, F, j0, H, acc);
+#pragma unroll
+    for (int i = 0; i < Acc<BM>::N / 4; ++i) {
+        if (i & 4) continue;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int t = m0 + out_row<BM>(e), j = j0 + gate_up_unit(out_col<BM>(i, e));
+            if (t < T && j < F) epilogue(t, j, acc[4 * i + e], acc[4 * (i + 4) + e]);
+        }
+    }
+}
+
+template <int BM>
+__device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld,
+                                            const bf16_t* __restrict__ w1, int T, int H, int F,
+                                            bf16_t* __restrict__ h) {
+    __shared__ double pow2[BP_EXP_TABLE];
+    exp_table_load(pow2);  // tile_mma's barriers order it before any read
+    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, [&](int t, int j, float g, float u) {
+        h[(long long)t * F + j] = swiglu::h_value(g, u, pow2);
+    });
+}
+
+template <int BM>
+__device__ __forceinline__ void gate_up_bwd(const bf16_t* __restrict__ x, int x_off, long long x_ld,
+                                            const bf16_t* __restrict__ w1, const bf16_t* __restrict__ dh, int T,
+                                            int H, int F, bf16_t* __restrict__ dz) {
+    __shared__ double pow2[BP_EXP_TABLE];
+    exp_table_load(pow2);
+    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, [&](int t, int j, float g, float u) {
+        bf16_t* row = dz + (long long)t * 2 * F;
+        swiglu::dz_values(g, u, swiglu::bf16_value(dh[(long long)t * F + j]), pow2, &row[j], &row[F + j]);
+    });
+}
+
+template <int MODE, int BM, typename OutT, typename Convert>
+__device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
+                                     const bf16_t* __restrict__ b, int M, int N, int K, OutT* __restrict__ out,
+                                     Convert convert) {
+    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
+    const int m0 = blockIdx.y * BM;
+    const int n0 = blockIdx.x * BP_SE_BN;
+    float acc[Acc<BM>::N];
+    tile_mma<MODE, BM>(stage_base(bp_wg_smem), a + a_off, a_ld, M, m0, b,
+                       MODE == B_KN ? (long long)N : (long long)K, N, n0, K, acc);
+#pragma unroll
+    for (int i = 0; i < Acc<BM>::N / 4; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
+            if (m < M && n < N) out[(long long)m * N + n] = convert(acc[4 * i + e]);
+        }
+}
+
+struct ToBf16 {
+    __device__ bf16_t operator()(float v) const { return swiglu::bf16_rne(v); }
+};
+struct AsIs {
+    __device__ float operator()(float v) const { return v; }
+};
 
 }  // namespace wg
 }  // namespace bp
@@ -257,67 +371,37 @@ __device__ __forceinline__ unsigned char* stage_base(unsigned char* dynamic) {
 using namespace bp;
 using namespace bp::wg;
 
-extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)
-    se_gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1, int T,
-                   int H, int F, bf16_t* __restrict__ h) {
-    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
-    __shared__ double pow2[BP_EXP_TABLE];
-    exp_table_load(pow2);  // tile_mma's barriers order it before any read
-    const int m0 = blockIdx.y * BP_SE_BM;
-    const int j0 = blockIdx.x * 64;
-    float acc[64];
-    tile_mma<B_GATE_UP>(stage_base(bp_wg_smem), x + x_off, x_ld, T, m0, w1, H, F, j0, H, acc);
-    // Columns 8 i + ... (i < 8) hold gate values, i + 8 the same units' up.
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int t = m0 + out_row(e), j = j0 + out_col(i, e);
-            if (t < T && j < F) h[(long long)t * F + j] = swiglu::h_value(acc[4 * i + e], acc[4 * (i + 8) + e], pow2);
-        }
-}
+// The entry points, each with BM = 128 and (NAME_m64) BM = 64.
+#define BP_WG_ENTRY(NAME, BM)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
+        NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1, int T,     \
+             int H, int F, bf16_t* __restrict__ h) {                                                             \
+        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h);                                                         \
+    }
+BP_WG_ENTRY(se_gate_up_fwd, 128)
+BP_WG_ENTRY(se_gate_up_fwd_m64, 64)
 
-extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)
-    se_gate_up_bwd(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1,
-                   const bf16_t* __restrict__ dh, int T, int H, int F, bf16_t* __restrict__ dz) {
-    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
-    __shared__ double pow2[BP_EXP_TABLE];
-    exp_table_load(pow2);
-    const int m0 = blockIdx.y * BP_SE_BM;
-    const int j0 = blockIdx.x * 64;
-    float acc[64];
-    tile_mma<B_GATE_UP>(stage_base(bp_wg_smem), x + x_off, x_ld, T, m0, w1, H, F, j0, H, acc);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int t = m0 + out_row(e), j = j0 + out_col(i, e);
-            if (t >= T || j >= F) continue;
-            bf16_t* row = dz + (long long)t * 2 * F;
-            swiglu::dz_values(acc[4 * i + e], acc[4 * (i + 8) + e], swiglu::bf16_value(dh[(long long)t * F + j]), pow2,
-                              &row[j], &row[F + j]);
-        }
-}
+#define BP_WG_BWD_ENTRY(NAME, BM)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
+        NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1,             \
+             const bf16_t* __restrict__ dh, int T, int H, int F, bf16_t* __restrict__ dz) {                      \
+        gate_up_bwd<BM>(x, x_off, x_ld, w1, dh, T, H, F, dz);                                                    \
+    }
+BP_WG_BWD_ENTRY(se_gate_up_bwd, 128)
+BP_WG_BWD_ENTRY(se_gate_up_bwd_m64, 64)
 
 #define BP_WG_GEMM(NAME, MODE, OUT_T, CONVERT)                                                                   \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
         NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, int M, int N, \
              int K, OUT_T* __restrict__ out) {                                                                   \
-        extern __shared__ __align__(1024) unsigned char bp_wg_smem[];                                            \
-        const int m0 = blockIdx.y * BP_SE_BM;                                                                    \
-        const int n0 = blockIdx.x * BP_SE_BN;                                                                    \
-        float acc[64];                                                                                           \
-        tile_mma<MODE>(stage_base(bp_wg_smem), a + a_off, a_ld, M, m0, b,                                        \
-                       (MODE) == B_KN ? (long long)N : (long long)K, N, n0, K, acc);                             \
-        _Pragma("unroll") for (int i = 0; i < 16; ++i) {                                                         \
-            _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                                      \
-                const int m = m0 + out_row(e), n = n0 + out_col(i, e);                                           \
-                if (m < M && n < N) out[(long long)m * N + n] = CONVERT(acc[4 * i + e]);                         \
-            }                                                                                                    \
-        }                                                                                                        \
+        gemm<MODE, 128>(a, a_off, a_ld, b, M, N, K, out, CONVERT());                                             \
+    }                                                                                                            \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
+        NAME##_m64(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, int M, \
+                   int N, int K, OUT_T* __restrict__ out) {                                                      \
+        gemm<MODE, 64>(a, a_off, a_ld, b, M, N, K, out, CONVERT());                                              \
     }
 
-#define BP_WG_AS_IS(v) (v)
-BP_WG_GEMM(se_gemm_nk_bf16, B_NK, bf16_t, swiglu::bf16_rne)
-BP_WG_GEMM(se_gemm_kn_bf16, B_KN, bf16_t, swiglu::bf16_rne)
-BP_WG_GEMM(se_gemm_kn_f32, B_KN, float, BP_WG_AS_IS)
+BP_WG_GEMM(se_gemm_nk_bf16, B_NK, bf16_t, ToBf16)
+BP_WG_GEMM(se_gemm_kn_bf16, B_KN, bf16_t, ToBf16)
+BP_WG_GEMM(se_gemm_kn_f32, B_KN, float, AsIs)

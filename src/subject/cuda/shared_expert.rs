@@ -110,11 +110,14 @@ pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
 struct Kernels {
     /// Dynamic shared memory of every launch ([`Variant::dynamic_smem`]).
     smem: u32,
-    gate_up_fwd: CudaFunction,
-    gate_up_bwd: CudaFunction,
-    gemm_nk_bf16: CudaFunction,
-    gemm_kn_bf16: CudaFunction,
-    gemm_kn_f32: CudaFunction,
+    /// The five entry points, by [`Step`], with 128-row tiles.
+    full: [CudaFunction; 5],
+    /// The same with 64-row tiles (`NAME_m64`), where the source has them
+    /// ([`Variant::has_m64`]).
+    m64: Option<[CudaFunction; 5]>,
+    /// The GPU's multiprocessors: a launch whose 128-row grid has fewer
+    /// blocks takes the 64-row tiles.
+    multiprocessors: usize,
 }
 
 /// Which kernel source a subject runs.
@@ -159,6 +162,12 @@ impl Variant {
         }
     }
 
+    /// Whether the source also has every entry point with 64-row tiles
+    /// (`NAME_m64`), for grids too small to fill the GPU.
+    pub fn has_m64(self) -> bool {
+        self == Variant::Wgmma
+    }
+
     /// The profile the kernel source declares and the subject claims.
     pub fn profile(self) -> SharedExpertProfile {
         match self {
@@ -197,26 +206,21 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
             variant.name()
         ));
     }
-    let function = |n: &str| dev.function(variant.kernel(), n);
+    let functions = |suffix: &str| -> Result<[CudaFunction; 5], String> {
+        let f = |s: Step| dev.function(variant.kernel(), &format!("{}{suffix}", s.entry_point()));
+        Ok([f(Step::GateUpFwd)?, f(Step::Down)?, f(Step::Dh)?, f(Step::GateUpBwd)?, f(Step::Dx)?])
+    };
     let kernels = Kernels {
         smem: variant.dynamic_smem(),
-        gate_up_fwd: function("se_gate_up_fwd")?,
-        gate_up_bwd: function("se_gate_up_bwd")?,
-        gemm_nk_bf16: function("se_gemm_nk_bf16")?,
-        gemm_kn_bf16: function("se_gemm_kn_bf16")?,
-        gemm_kn_f32: function("se_gemm_kn_f32")?,
+        full: functions("")?,
+        m64: if variant.has_m64() { Some(functions("_m64")?) } else { None },
+        multiprocessors: dev.info.multiprocessors.max(1) as usize,
     };
     if kernels.smem > 0 {
         // A plain driver call: the context current on this thread first.
         dev.ctx.bind_to_thread().map_err(|e| format!("{}: binding the context: {e}", variant.name()))?;
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
-        for f in [
-            &kernels.gate_up_fwd,
-            &kernels.gate_up_bwd,
-            &kernels.gemm_nk_bf16,
-            &kernels.gemm_kn_bf16,
-            &kernels.gemm_kn_f32,
-        ] {
+        for f in kernels.full.iter().chain(kernels.m64.iter().flatten()) {
             f.set_attribute(MAX_DYN, kernels.smem as i32)
                 .map_err(|e| format!("{}: {} bytes of dynamic shared memory: {e}", variant.name(), kernels.smem))?;
         }
@@ -329,6 +333,26 @@ pub enum Step {
 impl Step {
     pub const ALL: [Step; 5] = [Step::GateUpFwd, Step::Down, Step::Dh, Step::GateUpBwd, Step::Dx];
 
+    /// The kernel's entry point (with 128-row tiles).
+    pub fn entry_point(self) -> &'static str {
+        match self {
+            Step::GateUpFwd => "se_gate_up_fwd",
+            Step::Down => "se_gemm_nk_bf16",
+            Step::Dh => "se_gemm_kn_bf16",
+            Step::GateUpBwd => "se_gate_up_bwd",
+            Step::Dx => "se_gemm_kn_f32",
+        }
+    }
+
+    /// Blocks along N of the step's grid (128 columns, or 64 gate units).
+    fn grid_n(self, plan: &Plan) -> usize {
+        match self {
+            Step::GateUpFwd | Step::GateUpBwd => plan.f.div_ceil(TILE_UNITS),
+            Step::Down | Step::Dx => plan.h.div_ceil(TILE_N),
+            Step::Dh => plan.f.div_ceil(TILE_N),
+        }
+    }
+
     /// Floating-point operations (a multiply and an add per term) in units
     /// of T x H x F.
     pub fn thf_flops(self) -> u64 {
@@ -362,9 +386,33 @@ impl Subject<SharedExpert> for CudaSharedExpert {
     }
 }
 
-fn cfg(grid_n: usize, grid_m: u32, smem: u32) -> LaunchConfig {
-    // grid_n <= 2^31 / 64: N < 2^31 (plan).
-    LaunchConfig { grid_dim: (grid_n as u32, grid_m, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem }
+impl Kernels {
+    /// The function and launch shape of `step` on `plan`: 128-row tiles,
+    /// or 64-row ones where the source has them and the 128-row grid would
+    /// leave multiprocessors idle. The tile changes no bit (an output's
+    /// chain does not depend on it); batch invariance checks that it does
+    /// not.
+    fn launch_of(&self, step: Step, plan: &Plan) -> (&CudaFunction, LaunchConfig) {
+        let grid_n = step.grid_n(plan);
+        let (f, tile_m) = match &self.m64 {
+            Some(m64) if grid_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors => {
+                (&m64[step as usize], TILE_M / 2)
+            }
+            _ => (&self.full[step as usize], TILE_M),
+        };
+        // grid_n <= 2^31 / 64: N < 2^31 (plan); the 64-row grid is taken
+        // only when the 128-row one has fewer blocks than the GPU has
+        // multiprocessors, so its y dimension is tiny.
+        let grid_m = plan.t.div_ceil(tile_m) as u32;
+        (
+            f,
+            LaunchConfig {
+                grid_dim: (grid_n as u32, grid_m, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: self.smem,
+            },
+        )
+    }
 }
 
 impl DeviceSharedExpertCase {
@@ -397,13 +445,14 @@ impl DeviceSharedExpertCase {
     pub fn launch(&mut self, step: Step) -> Result<(), SubjectError> {
         let dev = self.dev.clone();
         let s = &dev.stream;
-        let Plan { t, h, f, grid_m } = self.plan;
+        let Plan { t, h, f, .. } = self.plan;
         let (ti, hi, fi, f2) = (t as i32, h as i32, f as i32, 2 * f as i32);
+        let (function, config) = self.kernels.launch_of(step, &self.plan);
         let zero = 0i32;
         let (ld_h, ld_dz) = (f as i64, 2 * f as i64);
         match step {
             Step::GateUpFwd => {
-                let mut b = s.launch_builder(&self.kernels.gate_up_fwd);
+                let mut b = s.launch_builder(function);
                 b.arg(self.x.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
@@ -417,15 +466,15 @@ impl DeviceSharedExpertCase {
                 // + (T-1)*stride + H elements (SharedExpertCase::x_storage)
                 // and the kernel reads only the H values of each row; w1
                 // holds 2F x H; hid T x F. Every size is within i32 (plan);
-                // the grid is ceil(F/64) x ceil(T/128) <= 65535. Dynamic
+                // the grid is ceil(F/64) x ceil(T/tile rows) (launch_of;
+                // <= 65535). Its _m64 twin takes the same arguments. Dynamic
                 // shared memory as the source takes it (Kernels::smem, the
                 // limit raised at load). The buffers outlive the launch
                 // (frees are stream-ordered).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }
-                    .map_err(dev_err("se_gate_up_fwd launch"))?;
+                unsafe { b.launch(config) }.map_err(dev_err("se_gate_up_fwd launch"))?;
             }
             Step::Down => {
-                let mut b = s.launch_builder(&self.kernels.gemm_nk_bf16);
+                let mut b = s.launch_builder(function);
                 b.arg(self.hid.arg())
                     .arg(&zero)
                     .arg(&ld_h)
@@ -438,11 +487,10 @@ impl DeviceSharedExpertCase {
                 // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
                 // (T x H). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }
-                    .map_err(dev_err("se_gemm_nk_bf16 launch"))?;
+                unsafe { b.launch(config) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
             }
             Step::Dh => {
-                let mut b = s.launch_builder(&self.kernels.gemm_kn_bf16);
+                let mut b = s.launch_builder(function);
                 b.arg(self.dy.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
@@ -456,11 +504,10 @@ impl DeviceSharedExpertCase {
                 // elements, only the H of each row read), b = w2 (H x F:
                 // element (n = j, k = i) at i*F + j), M = T, N = F, K = H,
                 // out = dh (T x F). Sizes within i32 (plan).
-                unsafe { b.launch(cfg(f.div_ceil(TILE_N), grid_m, self.kernels.smem)) }
-                    .map_err(dev_err("se_gemm_kn_bf16 launch"))?;
+                unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
             }
             Step::GateUpBwd => {
-                let mut b = s.launch_builder(&self.kernels.gate_up_bwd);
+                let mut b = s.launch_builder(function);
                 b.arg(self.x.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
@@ -473,11 +520,10 @@ impl DeviceSharedExpertCase {
                 // SAFETY: matches se_gate_up_bwd's signature; x and w1 as in
                 // GateUpFwd, dh T x F, dz T x 2F. Sizes within i32; grid as
                 // in GateUpFwd.
-                unsafe { b.launch(cfg(f.div_ceil(TILE_UNITS), grid_m, self.kernels.smem)) }
-                    .map_err(dev_err("se_gate_up_bwd launch"))?;
+                unsafe { b.launch(config) }.map_err(dev_err("se_gate_up_bwd launch"))?;
             }
             Step::Dx => {
-                let mut b = s.launch_builder(&self.kernels.gemm_kn_f32);
+                let mut b = s.launch_builder(function);
                 b.arg(self.dz.arg())
                     .arg(&zero)
                     .arg(&ld_dz)
@@ -490,8 +536,7 @@ impl DeviceSharedExpertCase {
                 // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
                 // out = dx (T x H).
-                unsafe { b.launch(cfg(h.div_ceil(TILE_N), grid_m, self.kernels.smem)) }
-                    .map_err(dev_err("se_gemm_kn_f32 launch"))?;
+                unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
             }
         }
         Ok(())
