@@ -65,7 +65,9 @@
 #define BP_SE_BN 128
 // K per stage: four wgmma steps, one 128-byte row of bf16.
 #define BP_WG_BK 64
+#ifndef BP_WG_STAGES
 #define BP_WG_STAGES 6
+#endif
 // A stage: A's BM x 64 and B's 128 x 64 (either major), 16 KiB each at most.
 #define BP_WG_TILE_BYTES 16384
 // The stages, and 1024 bytes to align them (the swizzle's atoms): the
@@ -77,7 +79,7 @@ namespace wg {
 
 using swiglu::bf16_t;
 
-static_assert(BP_WG_SMEM == BP_WG_STAGES * 2 * BP_WG_TILE_BYTES + 1024, "BP_WG_SMEM is the stages' size");
+static_assert(BP_WG_STAGES >= 3 && BP_WG_STAGES * 2 * BP_WG_TILE_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
 
 enum BMode { B_NK = 0, B_KN = 1, B_GATE_UP = 2 };
 
