@@ -47,7 +47,7 @@ pub const TILE_N: usize = 128;
 /// `BP_TC_SMEM`: the tensor-core kernels' dynamic shared memory.
 pub const TC_SMEM: u32 = 81_920;
 /// `BP_WG_SMEM`: the wgmma kernels' dynamic shared memory.
-pub const WG_SMEM: u32 = 132_096;
+pub const WG_SMEM: u32 = 197_632;
 /// Gate (and up) units per block of the gate/up kernels: half a tile.
 pub const TILE_UNITS: usize = TILE_N / 2;
 /// The most blocks a grid's y dimension takes (CUDA's limit).
