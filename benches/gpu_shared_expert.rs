@@ -1,14 +1,15 @@
 //! GPU timing of a CUDA subject's shared-expert kernels (the strict ones,
-//! profile `serial`, or with `--variant tc` the tensor-core ones, profile
-//! `mma16-h100`) with CUDA events, medians of many runs: forward, backward and both, and each
+//! profile `serial`, or with `--variant tc` or `--variant wgmma` the
+//! tensor-core ones, profile `mma16-h100`) with CUDA events, medians of many runs: forward, backward and both, and each
 //! of the five kernels alone, at DeepSeek-V3's shared expert (H = 7168, F =
 //! 2048) and the seed's contract (H = 4096, F = 2048), for several T.
 //!
 //! FLOPs counted: a multiply and an add per term of every dot product the
-//! op must run from its inputs: forward 6 T H F (z = x w1^T: 4, y = h w2^T:
-//! 2), backward 10 T H F (dh = dy w2: 2, z recomputed from x: 4, dX = dz w1:
-//! 4). The `model` column counts the backward without the recomputation (6 T
-//! H F), as a training step that keeps z would.
+//! subject runs: forward 6 T H F (z = x w1^T: 4, y = h w2^T: 2), backward
+//! 10 T H F (dh = dy w2: 2, z recomputed from x: 4, dX = dz w1: 4), or 6
+//! where the subject keeps z from the forward (`--variant wgmma`). The
+//! `model` column counts f+b as 12 T H F whatever the subject runs, as a
+//! training step that keeps z does: the column to compare across subjects.
 //!
 //! Before a shape is timed, rows of its full batch (the first, the last and
 //! one between) are checked bitwise against the profile oracle run on those
@@ -35,7 +36,7 @@
 //! bit for bit. Exits 1 on the first difference.
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0.
 
-use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Step, Variant};
+use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Variant};
 use bitparity::subject::{Subject, SubjectError};
 use oracles::case::shared_expert::SharedExpertCase;
 use oracles::case::Layout;
@@ -265,6 +266,10 @@ fn main() {
         }
         return;
     }
+    // The steps the variant runs, and the FLOPs (units of T H F) each pass
+    // executes: the forward 6; the backward 10, or 6 where z is kept.
+    let steps = variant.steps();
+    let bwd_units = variant.backward_steps().iter().map(|s| s.thf_flops()).sum::<u64>() as f64;
     let run = || -> Result<serde_json::Value, String> {
         let dev = cuda.device();
         let e = |x: SubjectError| x.to_string();
@@ -286,7 +291,7 @@ fn main() {
             "bwd TF",
             "f+b TF",
             "model",
-            "kernels ms (gate_up, down, dh, gate_up_bwd, dx)"
+            format!("kernels ms ({})", steps.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "))
         );
         let mut rows = Vec::new();
         for &(t, h, f) in &SHAPES {
@@ -301,7 +306,7 @@ fn main() {
             let thf = (t * h * f) as f64;
             let mut dc = cuda.upload(&c).map_err(e)?;
             let (mut fwd, mut bwd, mut both, mut graph) = (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
-            let mut steps = Vec::new();
+            let mut times = Vec::new();
             if mismatch.is_none() {
                 // Fewer iterations where one pass takes long.
                 let n = if thf > 4e10 { iters.div_ceil(3).max(5) } else { iters };
@@ -328,8 +333,8 @@ fn main() {
                     })
                     .map_err(e)?,
                 ) / 1e3;
-                for s in Step::ALL {
-                    steps.push(median(dev.time_us(1, n, || dc.launch(s)).map_err(e)?) / 1e3);
+                for &s in &steps {
+                    times.push(median(dev.time_us(1, n, || dc.launch(s)).map_err(e)?) / 1e3);
                 }
             }
             let tf = |units: f64, ms: f64| units * thf / (ms * 1e-3) / 1e12;
@@ -338,19 +343,19 @@ fn main() {
                 None => "rows bitwise equal to oracle".to_string(),
                 Some(m) => format!("MISMATCH {m}"),
             };
-            let ks: Vec<String> = steps.iter().map(|s| format!("{s:.3}")).collect();
+            let ks: Vec<String> = times.iter().map(|s| format!("{s:.3}")).collect();
             println!(
                 "{:>18} {fwd:>9.3} {bwd:>9.3} {both:>9.3} {graph:>9.3} {:>8.2} {:>8.2} {:>8.2} {:>8.2}  {:>42}  {status}",
                 format!("{t}x{h}x{f}"),
                 tf(6.0, fwd),
-                tf(10.0, bwd),
-                tf(16.0, both),
+                tf(bwd_units, bwd),
+                tf(6.0 + bwd_units, both),
                 tf(12.0, both),
                 ks.join(" ")
             );
-            let step_json: Vec<serde_json::Value> = Step::ALL
+            let step_json: Vec<serde_json::Value> = steps
                 .iter()
-                .zip(&steps)
+                .zip(&times)
                 .map(|(s, ms)| {
                     serde_json::json!({"kernel": format!("{s:?}"), "ms": ms, "tflops": tf(s.thf_flops() as f64, *ms)})
                 })
@@ -358,9 +363,9 @@ fn main() {
             rows.push(serde_json::json!({
                 "t": t, "h": h, "f": f,
                 "fwd_ms": fwd, "bwd_ms": bwd, "fwd_bwd_ms": both,
-                "fwd_tflops": tf(6.0, fwd), "bwd_tflops": tf(10.0, bwd), "fwd_bwd_tflops": tf(16.0, both),
+                "fwd_tflops": tf(6.0, fwd), "bwd_tflops": tf(bwd_units, bwd), "fwd_bwd_tflops": tf(6.0 + bwd_units, both),
                 "fwd_bwd_model_tflops": tf(12.0, both),
-                "graph_fwd_bwd_ms": graph, "graph_fwd_bwd_tflops": tf(16.0, graph),
+                "graph_fwd_bwd_ms": graph, "graph_fwd_bwd_tflops": tf(6.0 + bwd_units, graph),
                 "kernels": step_json,
                 "conformance": mismatch.is_none(), "checked": !no_check, "mismatch": mismatch,
             }));

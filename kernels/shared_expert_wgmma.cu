@@ -38,17 +38,23 @@
 // [k][n] operand is MN-major: two blocks of 64 columns, a row per k, read
 // with wgmma's transpose of B.
 //
+// The forward keeps z (g and u, f32) for the backward, as autograd does: the
+// backward runs 6 T H F FLOPs, not 10 (z is not recomputed from x).
+//
 // Launch contract: kernels/shared_expert.cu's, so that the one subject
-// (src/subject/cuda/shared_expert.rs) launches either, except for shared
-// memory: BP_WG_SMEM bytes of dynamic shared memory (the function's limit
-// raised to it first). Block (256, 1, 1), grid.y = ceil(M / BM); the gate/up
-// kernels take grid.x = ceil(F / 64) (gate units j0 = 64 blockIdx.x ..
-// j0 + 63 and their up units), the GEMMs grid.x = ceil(N / 128). Each entry
-// point below also exists as NAME_m64, with BM = 64.
-//   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h)
-//   se_gate_up_bwd(x, x_off, x_ld, w1, dh, T, H, F, dz)
+// (src/subject/cuda/shared_expert.rs) launches either, except that the
+// forward's gate/up kernel also writes z (T x 2F f32, row t = [g, u]) and
+// the backward's dh GEMM (se_gemm_kn_dz) turns dh into dz with z, so that
+// there is no se_gate_up_bwd; and BP_WG_SMEM bytes of dynamic shared memory
+// (the function's limit raised to it first). Block (256, 1, 1), grid.y =
+// ceil(M / BM); the gate/up kernel takes grid.x = ceil(F / 64) (gate units
+// j0 = 64 blockIdx.x .. j0 + 63 and their up units), the GEMMs grid.x =
+// ceil(N / 128). Each entry point below also exists as NAME_m64, with
+// BM = 64.
+//   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h, z)
 //   se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K, out)   b[n*K + k]
-//   se_gemm_kn_bf16(a, a_off, a_ld, b, M, N, K, out)   b[k*N + n]
+//   se_gemm_kn_dz(a, a_off, a_ld, b, z, M, N, K, dz)   b[k*N + n]; N = F:
+//        dh = bf16(a b), dz = bf16([dgate, dup]) from dh and z
 //   se_gemm_kn_f32(a, a_off, a_ld, b, M, N, K, out)    b[k*N + n], f32 out
 // ---------------------------------------------------------------------------
 
@@ -321,30 +327,22 @@ __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long 
 template <int BM>
 __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld,
                                             const bf16_t* __restrict__ w1, int T, int H, int F,
-                                            bf16_t* __restrict__ h) {
+                                            bf16_t* __restrict__ h, float* __restrict__ z) {
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);  // tile_mma's barriers order it before any read
     gate_up<BM>(x + x_off, x_ld, w1, T, H, F, [&](int t, int j, float g, float u) {
         h[(long long)t * F + j] = swiglu::h_value(g, u, pow2);
+        float* zr = z + (long long)t * 2 * F;
+        zr[j] = g;
+        zr[F + j] = u;
     });
 }
 
-template <int BM>
-__device__ __forceinline__ void gate_up_bwd(const bf16_t* __restrict__ x, int x_off, long long x_ld,
-                                            const bf16_t* __restrict__ w1, const bf16_t* __restrict__ dh, int T,
-                                            int H, int F, bf16_t* __restrict__ dz) {
-    __shared__ double pow2[BP_EXP_TABLE];
-    exp_table_load(pow2);
-    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, [&](int t, int j, float g, float u) {
-        bf16_t* row = dz + (long long)t * 2 * F;
-        swiglu::dz_values(g, u, swiglu::bf16_value(dh[(long long)t * F + j]), pow2, &row[j], &row[F + j]);
-    });
-}
-
-template <int MODE, int BM, typename OutT, typename Convert>
+// C = A B on a BM x 128 tile, then `epilogue(m, n, c)` on each output in
+// range.
+template <int MODE, int BM, typename Epilogue>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
-                                     const bf16_t* __restrict__ b, int M, int N, int K, OutT* __restrict__ out,
-                                     Convert convert) {
+                                     const bf16_t* __restrict__ b, int M, int N, int K, Epilogue epilogue) {
     extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
     const int m0 = blockIdx.y * BM;
     const int n0 = blockIdx.x * BP_SE_BN;
@@ -356,16 +354,25 @@ __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, lo
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
-            if (m < M && n < N) out[(long long)m * N + n] = convert(acc[4 * i + e]);
+            if (m < M && n < N) epilogue(m, n, acc[4 * i + e]);
         }
 }
 
-struct ToBf16 {
-    __device__ bf16_t operator()(float v) const { return swiglu::bf16_rne(v); }
-};
-struct AsIs {
-    __device__ float operator()(float v) const { return v; }
-};
+// dh = bf16(dy w2) (M = T, N = F, K = H), then dz from dh and the forward's
+// z, as se_gate_up_bwd of the other sources does from z recomputed.
+template <int BM>
+__device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_off, long long a_ld,
+                                           const bf16_t* __restrict__ b, const float* __restrict__ z, int M,
+                                           int N, int K, bf16_t* __restrict__ dz) {
+    __shared__ double pow2[BP_EXP_TABLE];
+    exp_table_load(pow2);
+    gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, [&](int t, int j, float c) {
+        const float d = swiglu::bf16_value(swiglu::bf16_rne(c));
+        const float* zr = z + (long long)t * 2 * N;
+        bf16_t* row = dz + (long long)t * 2 * N;
+        swiglu::dz_values(zr[j], zr[N + j], d, pow2, &row[j], &row[N + j]);
+    });
+}
 
 }  // namespace wg
 }  // namespace bp
@@ -374,36 +381,29 @@ using namespace bp;
 using namespace bp::wg;
 
 // The entry points, each with BM = 128 and (NAME_m64) BM = 64.
-#define BP_WG_ENTRY(NAME, BM)                                                                                     \
+#define BP_WG_ENTRIES(NAME, BM)                                                                                   \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
-        NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1, int T,     \
-             int H, int F, bf16_t* __restrict__ h) {                                                             \
-        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h);                                                         \
-    }
-BP_WG_ENTRY(se_gate_up_fwd, 128)
-BP_WG_ENTRY(se_gate_up_fwd_m64, 64)
-
-#define BP_WG_BWD_ENTRY(NAME, BM)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
-        NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld, const bf16_t* __restrict__ w1,             \
-             const bf16_t* __restrict__ dh, int T, int H, int F, bf16_t* __restrict__ dz) {                      \
-        gate_up_bwd<BM>(x, x_off, x_ld, w1, dh, T, H, F, dz);                                                    \
-    }
-BP_WG_BWD_ENTRY(se_gate_up_bwd, 128)
-BP_WG_BWD_ENTRY(se_gate_up_bwd_m64, 64)
-
-#define BP_WG_GEMM(NAME, MODE, OUT_T, CONVERT)                                                                   \
-    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
-        NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, int M, int N, \
-             int K, OUT_T* __restrict__ out) {                                                                   \
-        gemm<MODE, 128>(a, a_off, a_ld, b, M, N, K, out, CONVERT());                                             \
+        se_gate_up_fwd##NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld,                            \
+                             const bf16_t* __restrict__ w1, int T, int H, int F, bf16_t* __restrict__ h,          \
+                             float* __restrict__ z) {                                                            \
+        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h, z);                                                      \
     }                                                                                                            \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
-        NAME##_m64(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, int M, \
-                   int N, int K, OUT_T* __restrict__ out) {                                                      \
-        gemm<MODE, 64>(a, a_off, a_ld, b, M, N, K, out, CONVERT());                                              \
+        se_gemm_nk_bf16##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                           \
+                              const bf16_t* __restrict__ b, int M, int N, int K, bf16_t* __restrict__ out) {     \
+        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K,                                                               \
+                       [&](int m, int n, float c) { out[(long long)m * N + n] = swiglu::bf16_rne(c); });          \
+    }                                                                                                            \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
+        se_gemm_kn_dz##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, \
+                            const float* __restrict__ z, int M, int N, int K, bf16_t* __restrict__ dz) {         \
+        gemm_kn_dz<BM>(a, a_off, a_ld, b, z, M, N, K, dz);                                                       \
+    }                                                                                                            \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
+        se_gemm_kn_f32##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                            \
+                             const bf16_t* __restrict__ b, int M, int N, int K, float* __restrict__ out) {       \
+        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, [&](int m, int n, float c) { out[(long long)m * N + n] = c; }); \
     }
 
-BP_WG_GEMM(se_gemm_nk_bf16, B_NK, bf16_t, ToBf16)
-BP_WG_GEMM(se_gemm_kn_bf16, B_KN, bf16_t, ToBf16)
-BP_WG_GEMM(se_gemm_kn_f32, B_KN, float, AsIs)
+BP_WG_ENTRIES(, 128)
+BP_WG_ENTRIES(_m64, 64)

@@ -12,13 +12,18 @@
 //!   each output's chain in one warpgroup's accumulators.
 //!
 //! The sources keep one launch contract, so one launcher runs any. Five
-//! launches, no split-K, the same kernels for every T: batch-invariant by
-//! construction.
+//! launches, no split-K, an output's chain the same for every T:
+//! batch-invariant by construction.
 //! - forward: `se_gate_up_fwd` (z = x w1^T with the SwiGLU epilogue: h, bf16)
 //!   then `se_gemm_nk_bf16` (y = bf16(h w2^T));
 //! - backward: `se_gemm_kn_bf16` (dh = bf16(dy w2)), `se_gate_up_bwd` (z
 //!   recomputed from x, dz = bf16([dgate, dup])), `se_gemm_kn_f32` (dX = dz
 //!   w1, one chain over all 2F).
+//!
+//! `cuda-wgmma` keeps z from the forward instead, as autograd does
+//! ([`Variant::keeps_z`]): four launches, the backward's dh GEMM turning dh
+//! into dz in its epilogue. Its grids too small to fill the GPU take 64-row
+//! tiles ([`Variant::has_m64`]).
 //!
 //! Fail closed, as the other ops' subjects: no driver, GPU or NVRTC, or a
 //! kernel that does not compile, is an explicit reason ([`probe`]); an
@@ -108,13 +113,15 @@ pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
 }
 
 struct Kernels {
+    variant: Variant,
     /// Dynamic shared memory of every launch ([`Variant::dynamic_smem`]).
     smem: u32,
-    /// The five entry points, by [`Step`], with 128-row tiles.
-    full: [CudaFunction; 5],
+    /// The entry points, by [`Step`], with 128-row tiles: `None` for a step
+    /// the source does not run ([`Variant::entry_point`]).
+    full: [Option<CudaFunction>; 5],
     /// The same with 64-row tiles (`NAME_m64`), where the source has them
     /// ([`Variant::has_m64`]).
-    m64: Option<[CudaFunction; 5]>,
+    m64: Option<[Option<CudaFunction>; 5]>,
     /// The GPU's multiprocessors: a launch whose 128-row grid has fewer
     /// blocks takes the 64-row tiles.
     multiprocessors: usize,
@@ -162,6 +169,38 @@ impl Variant {
         }
     }
 
+    /// Whether the forward keeps z (T x 2F f32) for the backward, as
+    /// autograd does: the backward then runs [`Step::Dh`] with the SwiGLU
+    /// backward in its epilogue and no [`Step::GateUpBwd`] (6 T H F FLOPs,
+    /// not 10).
+    pub fn keeps_z(self) -> bool {
+        self == Variant::Wgmma
+    }
+
+    /// The kernel that runs `step` (with 128-row tiles), or `None` where
+    /// the source has no such step.
+    pub fn entry_point(self, step: Step) -> Option<&'static str> {
+        match (step, self.keeps_z()) {
+            (Step::GateUpBwd, true) => None,
+            (Step::Dh, true) => Some("se_gemm_kn_dz"),
+            _ => Some(step.entry_point()),
+        }
+    }
+
+    /// The backward's steps, in order.
+    pub fn backward_steps(self) -> &'static [Step] {
+        if self.keeps_z() {
+            &[Step::Dh, Step::Dx]
+        } else {
+            &[Step::Dh, Step::GateUpBwd, Step::Dx]
+        }
+    }
+
+    /// The steps the variant runs: the forward's, then the backward's.
+    pub fn steps(self) -> Vec<Step> {
+        [Step::GateUpFwd, Step::Down].into_iter().chain(self.backward_steps().iter().copied()).collect()
+    }
+
     /// Whether the source also has every entry point with 64-row tiles
     /// (`NAME_m64`), for grids too small to fill the GPU.
     pub fn has_m64(self) -> bool {
@@ -206,11 +245,14 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
             variant.name()
         ));
     }
-    let functions = |suffix: &str| -> Result<[CudaFunction; 5], String> {
-        let f = |s: Step| dev.function(variant.kernel(), &format!("{}{suffix}", s.entry_point()));
+    let functions = |suffix: &str| -> Result<[Option<CudaFunction>; 5], String> {
+        let f = |s: Step| {
+            variant.entry_point(s).map(|name| dev.function(variant.kernel(), &format!("{name}{suffix}"))).transpose()
+        };
         Ok([f(Step::GateUpFwd)?, f(Step::Down)?, f(Step::Dh)?, f(Step::GateUpBwd)?, f(Step::Dx)?])
     };
     let kernels = Kernels {
+        variant,
         smem: variant.dynamic_smem(),
         full: functions("")?,
         m64: if variant.has_m64() { Some(functions("_m64")?) } else { None },
@@ -220,7 +262,7 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
         // A plain driver call: the context current on this thread first.
         dev.ctx.bind_to_thread().map_err(|e| format!("{}: binding the context: {e}", variant.name()))?;
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
-        for f in kernels.full.iter().chain(kernels.m64.iter().flatten()) {
+        for f in kernels.full.iter().chain(kernels.m64.iter().flatten()).flatten() {
             f.set_attribute(MAX_DYN, kernels.smem as i32)
                 .map_err(|e| format!("{}: {} bytes of dynamic shared memory: {e}", variant.name(), kernels.smem))?;
         }
@@ -252,6 +294,9 @@ pub struct DeviceSharedExpertCase {
     dh: Guarded<u16>,
     /// T x 2F bf16: dz.
     dz: Guarded<u16>,
+    /// T x 2F f32: z, kept by the forward where the variant keeps it
+    /// ([`Variant::keeps_z`]; else one unused element).
+    z: Guarded<f32>,
     /// T x H f32: dX.
     dx: Guarded<f32>,
     forward_enqueued: bool,
@@ -293,6 +338,7 @@ impl CudaSharedExpert {
             y: Guarded::unwritten(s, "y", t * h)?,
             dh: Guarded::unwritten(s, "dh", t * f)?,
             dz: Guarded::unwritten(s, "dz", t * 2 * f)?,
+            z: Guarded::unwritten(s, "z", if self.variant.keeps_z() { t * 2 * f } else { 1 })?,
             dx: Guarded::unwritten(s, "dX", t * h)?,
             forward_enqueued: false,
             backward_enqueued: false,
@@ -315,7 +361,8 @@ impl CudaSharedExpert {
     }
 }
 
-/// The five kernels, in the order their pass runs them.
+/// The five kernels, in the order their pass runs them (a variant that
+/// keeps z runs four: [`Variant::steps`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     /// Forward: h = bf16(silu(g) u), g and u from z = x w1^T (4THF flops).
@@ -392,7 +439,7 @@ impl Kernels {
     /// leave multiprocessors idle. The tile changes no bit (an output's
     /// chain does not depend on it); batch invariance checks that it does
     /// not.
-    fn launch_of(&self, step: Step, plan: &Plan) -> (&CudaFunction, LaunchConfig) {
+    fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig), SubjectError> {
         let grid_n = step.grid_n(plan);
         let (f, tile_m) = match &self.m64 {
             Some(m64) if grid_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors => {
@@ -400,18 +447,21 @@ impl Kernels {
             }
             _ => (&self.full[step as usize], TILE_M),
         };
+        let Some(f) = f else {
+            return Err(SubjectError::Invalid(format!("{}: no {step:?} step", self.variant.name())));
+        };
         // grid_n <= 2^31 / 64: N < 2^31 (plan); the 64-row grid is taken
         // only when the 128-row one has fewer blocks than the GPU has
         // multiprocessors, so its y dimension is tiny.
         let grid_m = plan.t.div_ceil(tile_m) as u32;
-        (
+        Ok((
             f,
             LaunchConfig {
                 grid_dim: (grid_n as u32, grid_m, 1),
                 block_dim: (THREADS, 1, 1),
                 shared_mem_bytes: self.smem,
             },
-        )
+        ))
     }
 }
 
@@ -429,12 +479,18 @@ impl DeviceSharedExpertCase {
         Ok(())
     }
 
-    /// Enqueues the backward (it needs no forward: z is recomputed from x):
-    /// `se_gemm_kn_bf16` (dh), `se_gate_up_bwd` (dz), `se_gemm_kn_f32` (dX).
+    /// Enqueues the backward: `se_gemm_kn_bf16` (dh), `se_gate_up_bwd` (z
+    /// recomputed from x, dz), `se_gemm_kn_f32` (dX); where the variant
+    /// keeps z, `se_gemm_kn_dz` (dh, then dz from the forward's z) and
+    /// `se_gemm_kn_f32`, after the forward's `se_gate_up_fwd` if no forward
+    /// is enqueued.
     pub fn launch_backward(&mut self) -> Result<(), SubjectError> {
-        self.launch(Step::Dh)?;
-        self.launch(Step::GateUpBwd)?;
-        self.launch(Step::Dx)?;
+        if self.kernels.variant.keeps_z() && !self.forward_enqueued {
+            self.launch(Step::GateUpFwd)?;
+        }
+        for &step in self.kernels.variant.backward_steps() {
+            self.launch(step)?;
+        }
         self.backward_enqueued = true;
         Ok(())
     }
@@ -447,7 +503,9 @@ impl DeviceSharedExpertCase {
         let s = &dev.stream;
         let Plan { t, h, f, .. } = self.plan;
         let (ti, hi, fi, f2) = (t as i32, h as i32, f as i32, 2 * f as i32);
-        let (function, config) = self.kernels.launch_of(step, &self.plan);
+        let kernels = self.kernels.clone();
+        let (function, config) = kernels.launch_of(step, &self.plan)?;
+        let keeps_z = kernels.variant.keeps_z();
         let zero = 0i32;
         let (ld_h, ld_dz) = (f as i64, 2 * f as i64);
         match step {
@@ -461,6 +519,9 @@ impl DeviceSharedExpertCase {
                     .arg(&hi)
                     .arg(&fi)
                     .arg(self.hid.arg());
+                if keeps_z {
+                    b.arg(self.z.arg());
+                }
                 // SAFETY: the arguments match se_gate_up_fwd's signature
                 // (pointers, int, long long, int x3, pointer). x holds offset
                 // + (T-1)*stride + H elements (SharedExpertCase::x_storage)
@@ -491,19 +552,24 @@ impl DeviceSharedExpertCase {
             }
             Step::Dh => {
                 let mut b = s.launch_builder(function);
-                b.arg(self.dy.arg())
-                    .arg(&self.offset)
-                    .arg(&self.stride)
-                    .arg(self.w2.arg())
-                    .arg(&ti)
-                    .arg(&fi)
-                    .arg(&hi)
-                    .arg(self.dh.arg());
+                b.arg(self.dy.arg()).arg(&self.offset).arg(&self.stride).arg(self.w2.arg());
+                if keeps_z {
+                    b.arg(self.z.arg());
+                }
+                b.arg(&ti).arg(&fi).arg(&hi);
+                if keeps_z {
+                    b.arg(self.dz.arg());
+                } else {
+                    b.arg(self.dh.arg());
+                }
                 // SAFETY: matches se_gemm_kn_bf16(a, a_off, a_ld, b, M, N, K,
-                // out): a = dy (its storage: offset + (T-1)*stride + H
-                // elements, only the H of each row read), b = w2 (H x F:
-                // element (n = j, k = i) at i*F + j), M = T, N = F, K = H,
-                // out = dh (T x F). Sizes within i32 (plan).
+                // out), or where the variant keeps z se_gemm_kn_dz(a, a_off,
+                // a_ld, b, z, M, N, K, dz): a = dy (its storage: offset +
+                // (T-1)*stride + H elements, only the H of each row read), b
+                // = w2 (H x F: element (n = j, k = i) at i*F + j), M = T, N =
+                // F, K = H, out = dh (T x F); z and dz T x 2F (the forward
+                // wrote z: launch_backward runs it first where it has not).
+                // Sizes within i32 (plan).
                 unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
             }
             Step::GateUpBwd => {
@@ -559,6 +625,10 @@ impl DeviceSharedExpertCase {
         self.offset = i32::try_from(offset).map_err(|_| SubjectError::Invalid(format!("offset {offset}")))?;
         self.plan.t = t;
         self.plan.grid_m = t.div_ceil(TILE_M) as u32;
+        // The outputs (and z) are those of the previous window until the
+        // passes run again.
+        self.forward_enqueued = false;
+        self.backward_enqueued = false;
         Ok(())
     }
 
@@ -619,6 +689,7 @@ impl DeviceSharedExpertCase {
         self.y.check(s)?;
         self.dh.check(s)?;
         self.dz.check(s)?;
+        self.z.check(s)?;
         self.dx.check(s)
     }
 }
@@ -668,8 +739,10 @@ mod tests {
                         ("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "BP_WG_GEMM", "BP_WG_SMEM")
                     };
                     assert!(text.contains(step), "{step}");
-                    for k in ["se_gemm_nk_bf16,", "se_gemm_kn_bf16,", "se_gemm_kn_f32,"] {
-                        assert!(text.contains(&format!("{gemm}({k}")), "{gemm}({k}");
+                    if v == Variant::TensorCore {
+                        for k in ["se_gemm_nk_bf16,", "se_gemm_kn_bf16,", "se_gemm_kn_f32,"] {
+                            assert!(text.contains(&format!("{gemm}({k}")), "{gemm}({k}");
+                        }
                     }
                     assert_eq!(define(text, smem), Some(v.dynamic_smem() as u64));
                 }
@@ -677,9 +750,13 @@ mod tests {
             assert_eq!(define(text, "BP_SE_THREADS"), Some(THREADS as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BM"), Some(TILE_M as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BN"), Some(TILE_N as u64), "{}", source.name);
-            for k in ["se_gate_up_fwd(", "se_gate_up_bwd(", "#include \"expf.cuh\""] {
-                assert!(text.contains(k), "{}: {k}", source.name);
+            // Every step's entry point, with its 64-row twin where it has one.
+            for step in v.steps() {
+                let name = v.entry_point(step).expect("a step the variant runs");
+                assert!(text.contains(&format!("{name}(")) || text.contains(&format!("{name}##NAME(")), "{name}");
             }
+            assert!(text.contains("#include \"expf.cuh\""), "{}", source.name);
+            assert_eq!(text.contains("BP_WG_ENTRIES(_m64, 64)"), v.has_m64(), "{}", source.name);
             for banned in ["__fmaf", "fmaf(", "__expf", "__fdividef", "__frcp_r"] {
                 assert!(!text.contains(banned), "{banned} in {}", source.name);
             }
