@@ -61,11 +61,19 @@ fn an_op_selects_its_kernels_and_the_headers_they_include() {
     let (out, _) = text(&bitparity(&["mutants", "--list", "--op", "shared_expert"]));
     let files: std::collections::BTreeSet<&str> =
         out.lines().filter(|l| !l.starts_with(' ')).map(|l| l.split(':').next().unwrap()).collect();
-    // Both of the op's kernels: the strict one (`cuda`) and the tensor
-    // cores' (`cuda-tc`).
+    // The op's kernels: the strict one (`cuda`) and the tensor cores'
+    // (`cuda-tc`, `cuda-wgmma`), and the headers they include.
     assert_eq!(
         files.into_iter().collect::<Vec<_>>(),
-        ["common.cuh", "expf.cuh", "expf_hard.cuh", "shared_expert.cu", "shared_expert_tc.cu"]
+        [
+            "common.cuh",
+            "expf.cuh",
+            "expf_hard.cuh",
+            "shared_expert.cu",
+            "shared_expert_tc.cu",
+            "shared_expert_wgmma.cu",
+            "swiglu.cuh"
+        ]
     );
 }
 

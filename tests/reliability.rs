@@ -351,7 +351,10 @@ fn bad_files_in_a_corpus_are_each_reported_and_the_rest_replays() {
 #[test]
 fn an_empty_file_of_an_entrys_name_is_repaired_not_taken_as_present() {
     let dir = tmp("repair");
-    let args = ["check", "--subject", "bug:offset-ignored", "--property", "conformance", "--cases", "30"];
+    // One case (seed 4's case 1 fails): with many, which failing case the
+    // parallel hunt finds first depends on the machine's load, and so does
+    // the entry's name.
+    let args = ["check", "--subject", "bug:offset-ignored", "--property", "conformance", "--case", "1"];
     let first = run(bitparity().args(args).args(["--seed", "4", "--quiet", "--corpus"]).arg(dir.join("a")));
     assert_eq!(first.code, Some(1), "{}", first.all());
     let files = json_files(&dir.join("a"));
