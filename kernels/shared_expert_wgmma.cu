@@ -21,14 +21,15 @@
 // Compiled for sm_90a (wgmma is an arch-specific feature of sm_90).
 //
 // ---------------------------------------------------------------------------
-// Design: a block of 256 threads (two warpgroups) computes a BM x 128 tile:
-// with BM = 128, warpgroup w the rows 64 w .. 64 w + 63, all 128 columns,
-// with wgmma.m64n128k16; with BM = 64 (the `_m64` kernels, for grids too
-// small to fill the GPU), all 64 rows and the columns 64 w .. 64 w + 63,
-// with wgmma.m64n64k16. A and B come from shared memory. K advances by 64
-// (four steps) through BP_WG_STAGES buffers; each thread copies its share
-// of the stage BP_WG_STAGES - 2 ahead while the tensor cores work. Which
-// tile a launch takes changes no bit: an output's chain is the same. cp.async copies
+// Design: a block of 256 threads (two warpgroups) computes a BM x BN tile:
+// 128 x 256, warpgroup w the rows 64 w .. 64 w + 63, all 256 columns, with
+// wgmma.m64n256k16; or (the `_m64` kernels, for grids too small to fill the
+// GPU) 64 x 128, all 64 rows and the columns 64 w .. 64 w + 63, with
+// wgmma.m64n64k16. A and B come from shared memory. K advances by 64 (four
+// steps) through Shape<BM>::STAGES buffers (4 of 48 KiB, or 8 of 24 KiB);
+// each thread copies its share of the stage STAGES - 2 ahead while the
+// tensor cores work. Which tile a launch takes changes no bit: an output's
+// chain is the same. cp.async copies
 // 16 bytes when the source is 16-byte aligned and whole, otherwise the
 // thread loads the 8 values one by one with zeros past the edges (odd H,
 // offsets 1..3, odd row strides: slower, the same bits).
@@ -47,10 +48,10 @@
 // the backward's dh GEMM (se_gemm_kn_dz) turns dh into dz with z, so that
 // there is no se_gate_up_bwd; and BP_WG_SMEM bytes of dynamic shared memory
 // (the function's limit raised to it first). Block (256, 1, 1), grid.y =
-// ceil(M / BM); the gate/up kernel takes grid.x = ceil(F / 64) (gate units
-// j0 = 64 blockIdx.x .. j0 + 63 and their up units), the GEMMs grid.x =
-// ceil(N / 128). Each entry point below also exists as NAME_m64, with
-// BM = 64.
+// ceil(M / BM); the gate/up kernel takes grid.x = ceil(F / (BN / 2)) (gate
+// units j0 = BN / 2 blockIdx.x .. j0 + BN / 2 - 1 and their up units), the
+// GEMMs grid.x = ceil(N / BN). BM x BN = 128 x 256; each entry point below
+// also exists as NAME_m64, with 64 x 128.
 //   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h, z)
 //   se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K, out)   b[n*K + k]
 //   se_gemm_kn_dz(a, a_off, a_ld, b, z, M, N, K, dz)   b[k*N + n]; N = F:
@@ -68,14 +69,11 @@
 
 #define BP_SE_THREADS 256
 #define BP_SE_BM 128
-#define BP_SE_BN 128
+#define BP_SE_BN 256
 // K per stage: four wgmma steps, one 128-byte row of bf16.
 #define BP_WG_BK 64
-#ifndef BP_WG_STAGES
-#define BP_WG_STAGES 6
-#endif
-// A stage: A's BM x 64 and B's 128 x 64 (either major), 16 KiB each at most.
-#define BP_WG_TILE_BYTES 16384
+// 64 rows (or, [k][n], 64 columns) of a tile: 8 KiB.
+#define BP_WG_BLOCK_BYTES 8192
 // The stages, and 1024 bytes to align them (the swizzle's atoms): the
 // subject passes BP_WG_SMEM; keep the two in step.
 #define BP_WG_SMEM 197632
@@ -85,7 +83,6 @@ namespace wg {
 
 using swiglu::bf16_t;
 
-static_assert(BP_WG_STAGES >= 3 && BP_WG_STAGES * 2 * BP_WG_TILE_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
 
 enum BMode { B_NK = 0, B_KN = 1, B_GATE_UP = 2 };
 
@@ -122,17 +119,17 @@ __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, 
            ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }
 
-// d = a b + d over one k block of 16 for a warpgroup's 64 x 128 (or, below,
+// d = a b + d over one k block of 16 for a warpgroup's 64 x 256 (or, below,
 // 64 x 64) outputs: the step the profile chains. TB: B is MN-major
 // (transposed).
 template <int TB>
-__device__ __forceinline__ void wgmma16(float (&d)[64], unsigned long long da, unsigned long long db) {
+__device__ __forceinline__ void wgmma16(float (&d)[128], unsigned long long da, unsigned long long db) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
         "setp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %66;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, %130;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -141,7 +138,15 @@ __device__ __forceinline__ void wgmma16(float (&d)[64], unsigned long long da, u
           "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(da), "l"(db), "n"(TB)
         : "memory");
 }
@@ -162,11 +167,17 @@ __device__ __forceinline__ void wgmma16(float (&d)[32], unsigned long long da, u
         : "memory");
 }
 
-// Accumulators per thread of a BM x 128 tile: a warpgroup's 64 x 128 or
-// 64 x 64 outputs over its 128 threads.
+// The two tiles: BM x BN outputs; a warpgroup's 64 x 256 or 64 x 64 of
+// them over its 128 threads (ACC each); a stage's bytes (A's BM x 64, then
+// B's BN x 64) and how many stages the shared memory holds.
 template <int BM>
-struct Acc {
-    static constexpr int N = BM == 128 ? 64 : 32;
+struct Shape {
+    static constexpr int BN = BM == 128 ? 256 : 128;
+    static constexpr int ACC = BM == 128 ? 128 : 32;
+    static constexpr int A_BYTES = BM * 128;
+    static constexpr int STAGE_BYTES = (BM + BN) * 128;
+    static constexpr int STAGES = 4 * 48 * 1024 / STAGE_BYTES;
+    static_assert(STAGES >= 3 && STAGES * STAGE_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
 };
 
 // The B row of the gate/up kernels' tile row r: 32 gate units, their 32 up
@@ -177,7 +188,7 @@ struct Acc {
 __device__ __forceinline__ int gate_up_unit(int c) { return (c >> 6) * 32 + (c & 31); }
 __device__ __forceinline__ bool gate_up_is_up(int c) { return (c >> 5) & 1; }
 
-// One block's BM x 128 tile: acc[4 i + e] is the chain of the output at tile
+// One block's BM x BN tile: acc[4 i + e] is the chain of the output at tile
 // row out_row<BM>(e), column out_col<BM>(i, e) (wgmma's accumulator layout).
 //   A: element (m, k) at a[m*lda + k] (a already offset), m < M.
 //   B: by MODE; n0 the tile's first column (GATE_UP: j0, N = F, the tile's
@@ -185,19 +196,20 @@ __device__ __forceinline__ bool gate_up_is_up(int c) { return (c >> 5) & 1; }
 template <int MODE, int BM>
 __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __restrict__ a, long long lda, int M,
                                          int m0, const bf16_t* __restrict__ b, long long ldb, int N, int n0, int K,
-                                         float (&acc)[Acc<BM>::N]) {
+                                         float (&acc)[Shape<BM>::ACC]) {
     const int tid = threadIdx.x;
     const int wgrp = tid >> 7;
 #pragma unroll
-    for (int i = 0; i < Acc<BM>::N; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < Shape<BM>::ACC; ++i) acc[i] = 0.0f;
 
     const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
     const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
 
-    // Each thread copies BM / 32 chunks of 8 of A and 4 of B per stage.
+    constexpr int BN = Shape<BM>::BN;
+    // Each thread copies BM / 32 chunks of 8 of A and BN / 32 of B per stage.
     auto load = [&](int buf, int k0) {
-        unsigned char* sa = tiles + buf * 2 * BP_WG_TILE_BYTES;
-        unsigned char* sb = sa + BP_WG_TILE_BYTES;
+        unsigned char* sa = tiles + buf * Shape<BM>::STAGE_BYTES;
+        unsigned char* sb = sa + Shape<BM>::A_BYTES;
 #pragma unroll
         for (int q = 0; q < BM / 32; ++q) {
             const int c = tid + q * BP_SE_THREADS;
@@ -206,14 +218,14 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
             load8(sa + swz(r, kc), a + (long long)m * lda + k, m < M ? clamp8(K - k) : 0, a_aligned);
         }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < BN / 32; ++q) {
             const int c = tid + q * BP_SE_THREADS;
             if (MODE == B_KN) {
-                // [k][n]: 64 rows of k, 16 chunks of n each; chunk nc in
+                // [k][n]: 64 rows of k, BN / 8 chunks of n each; chunk nc in
                 // the column block nc / 8.
-                const int kr = c >> 4, nc = c & 15;
+                const int kr = c / (BN / 8), nc = c % (BN / 8);
                 const int k = k0 + kr, n = n0 + nc * 8;
-                load8(sb + (nc >> 3) * (BP_WG_TILE_BYTES / 2) + swz(kr, nc & 7), b + (long long)k * ldb + n,
+                load8(sb + (nc >> 3) * BP_WG_BLOCK_BYTES + swz(kr, nc & 7), b + (long long)k * ldb + n,
                       k < K ? clamp8(N - n) : 0, b_aligned);
             } else {
                 const int r = c >> 3, kc = c & 7;
@@ -239,9 +251,9 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
         // BM = 128: the warpgroup's 64 rows of A, all of B; BM = 64: all of
         // A, the warpgroup's 64 columns of B (64 rows of an [n][k] tile, or
         // the column block of a [k][n] one, 8 KiB either way).
-        const unsigned tile = smem(tiles + buf * 2 * BP_WG_TILE_BYTES);
-        const unsigned sa = tile + (BM == 128 ? wgrp * (BP_WG_TILE_BYTES / 2) : 0);
-        const unsigned sb = tile + BP_WG_TILE_BYTES + (BM == 128 ? 0 : wgrp * (BP_WG_TILE_BYTES / 2));
+        const unsigned tile = smem(tiles + buf * Shape<BM>::STAGE_BYTES);
+        const unsigned sa = tile + (BM == 128 ? wgrp * BP_WG_BLOCK_BYTES : 0);
+        const unsigned sb = tile + Shape<BM>::A_BYTES + (BM == 128 ? 0 : wgrp * BP_WG_BLOCK_BYTES);
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -251,7 +263,7 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
             if (MODE == B_KN) {
                 // MN-major: 16 rows of k per step; the 64-column blocks
                 // 8 KiB apart (leading), 8-row groups of k 1024 apart.
-                wgmma16<1>(acc, da, desc(sb + j * 16 * 128, BP_WG_TILE_BYTES / 2, 1024));
+                wgmma16<1>(acc, da, desc(sb + j * 16 * 128, BP_WG_BLOCK_BYTES, 1024));
             } else {
                 wgmma16<0>(acc, da, desc(sb + j * 32, 16, 1024));
             }
@@ -261,14 +273,15 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
 
     // One commit group of copies per stage, empty past the end, so that
     // waiting for all but the newest STAGES - 3 groups means "stage s is in".
+    constexpr int STAGES = Shape<BM>::STAGES;
     const int stages = (K + BP_WG_BK - 1) / BP_WG_BK;
 #pragma unroll
-    for (int s = 0; s < BP_WG_STAGES - 2; ++s) {
+    for (int s = 0; s < STAGES - 2; ++s) {
         if (s < stages) load(s, s * BP_WG_BK);
         asm volatile("cp.async.commit_group;\n" ::);
     }
     for (int s = 0; s < stages; ++s) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(BP_WG_STAGES - 3));
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 3));
         // The copies (cp.async and plain stores) are generic-proxy writes;
         // wgmma reads through the async proxy.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -276,10 +289,10 @@ __device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __r
         // its steps on stage s - 2 (below, in iteration s - 1), whose
         // buffer the load below overwrites.
         __syncthreads();
-        const int next = s + BP_WG_STAGES - 2;
-        if (next < stages) load(next % BP_WG_STAGES, next * BP_WG_BK);
+        const int next = s + STAGES - 2;
+        if (next < stages) load(next % STAGES, next * BP_WG_BK);
         asm volatile("cp.async.commit_group;\n" ::);
-        compute(s % BP_WG_STAGES);
+        compute(s % STAGES);
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -310,11 +323,11 @@ __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long 
                                         int T, int H, int F, Epilogue epilogue) {
     extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
     const int m0 = blockIdx.y * BM;
-    const int j0 = blockIdx.x * 64;
-    float acc[Acc<BM>::N];
+    const int j0 = blockIdx.x * (Shape<BM>::BN / 2);
+    float acc[Shape<BM>::ACC];
     tile_mma<B_GATE_UP, BM>(stage_base(bp_wg_smem), x, x_ld, T, m0, w1, H, F, j0, H, acc);
 #pragma unroll
-    for (int i = 0; i < Acc<BM>::N / 4; ++i) {
+    for (int i = 0; i < Shape<BM>::ACC / 4; ++i) {
         if (i & 4) continue;
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -338,19 +351,19 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
     });
 }
 
-// C = A B on a BM x 128 tile, then `epilogue(m, n, c)` on each output in
+// C = A B on a BM x BN tile, then `epilogue(m, n, c)` on each output in
 // range.
 template <int MODE, int BM, typename Epilogue>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                      const bf16_t* __restrict__ b, int M, int N, int K, Epilogue epilogue) {
     extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
     const int m0 = blockIdx.y * BM;
-    const int n0 = blockIdx.x * BP_SE_BN;
-    float acc[Acc<BM>::N];
+    const int n0 = blockIdx.x * Shape<BM>::BN;
+    float acc[Shape<BM>::ACC];
     tile_mma<MODE, BM>(stage_base(bp_wg_smem), a + a_off, a_ld, M, m0, b,
                        MODE == B_KN ? (long long)N : (long long)K, N, n0, K, acc);
 #pragma unroll
-    for (int i = 0; i < Acc<BM>::N / 4; ++i)
+    for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);

@@ -46,15 +46,14 @@ use std::sync::{Arc, OnceLock};
 
 /// `BP_SE_THREADS`: threads per block of every kernel.
 pub const THREADS: u32 = 256;
-/// `BP_SE_BM`, `BP_SE_BN`: the output tile of one block (rows x columns).
+/// `BP_SE_BM`, `BP_SE_BN`: the output tile of one block (rows x columns),
+/// but for `cuda-wgmma`'s ([`Variant::tile_n`]).
 pub const TILE_M: usize = 128;
 pub const TILE_N: usize = 128;
 /// `BP_TC_SMEM`: the tensor-core kernels' dynamic shared memory.
 pub const TC_SMEM: u32 = 81_920;
 /// `BP_WG_SMEM`: the wgmma kernels' dynamic shared memory.
 pub const WG_SMEM: u32 = 197_632;
-/// Gate (and up) units per block of the gate/up kernels: half a tile.
-pub const TILE_UNITS: usize = TILE_N / 2;
 /// The most blocks a grid's y dimension takes (CUDA's limit).
 const MAX_GRID_Y: usize = 65_535;
 
@@ -201,10 +200,20 @@ impl Variant {
         [Step::GateUpFwd, Step::Down].into_iter().chain(self.backward_steps().iter().copied()).collect()
     }
 
-    /// Whether the source also has every entry point with 64-row tiles
+    /// Whether the source also has every entry point with 64 x 128 tiles
     /// (`NAME_m64`), for grids too small to fill the GPU.
     pub fn has_m64(self) -> bool {
         self == Variant::Wgmma
+    }
+
+    /// Columns of a block's tile (`BP_SE_BN`; 128 rows each): 256 for
+    /// `cuda-wgmma`, 128 for the others.
+    pub fn tile_n(self) -> usize {
+        if self == Variant::Wgmma {
+            2 * TILE_N
+        } else {
+            TILE_N
+        }
     }
 
     /// The profile the kernel source declares and the subject claims.
@@ -391,12 +400,13 @@ impl Step {
         }
     }
 
-    /// Blocks along N of the step's grid (128 columns, or 64 gate units).
-    fn grid_n(self, plan: &Plan) -> usize {
+    /// Blocks along N of the step's grid with tiles of `tile_n` columns
+    /// (the gate/up kernels: `tile_n / 2` gate units and their up units).
+    fn grid_n(self, plan: &Plan, tile_n: usize) -> usize {
         match self {
-            Step::GateUpFwd | Step::GateUpBwd => plan.f.div_ceil(TILE_UNITS),
-            Step::Down | Step::Dx => plan.h.div_ceil(TILE_N),
-            Step::Dh => plan.f.div_ceil(TILE_N),
+            Step::GateUpFwd | Step::GateUpBwd => plan.f.div_ceil(tile_n / 2),
+            Step::Down | Step::Dx => plan.h.div_ceil(tile_n),
+            Step::Dh => plan.f.div_ceil(tile_n),
         }
     }
 
@@ -434,18 +444,18 @@ impl Subject<SharedExpert> for CudaSharedExpert {
 }
 
 impl Kernels {
-    /// The function and launch shape of `step` on `plan`: 128-row tiles,
-    /// or 64-row ones where the source has them and the 128-row grid would
-    /// leave multiprocessors idle. The tile changes no bit (an output's
+    /// The function and launch shape of `step` on `plan`: tiles of 128 rows
+    /// and [`Variant::tile_n`] columns, or of 64 x 128 where the source has
+    /// them and the larger tiles' grid would leave multiprocessors idle. The tile changes no bit (an output's
     /// chain does not depend on it); batch invariance checks that it does
     /// not.
     fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig), SubjectError> {
-        let grid_n = step.grid_n(plan);
-        let (f, tile_m) = match &self.m64 {
-            Some(m64) if grid_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors => {
-                (&m64[step as usize], TILE_M / 2)
+        let full_n = step.grid_n(plan, self.variant.tile_n());
+        let (f, tile_m, grid_n) = match &self.m64 {
+            Some(m64) if full_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors => {
+                (&m64[step as usize], TILE_M / 2, step.grid_n(plan, TILE_N))
             }
-            _ => (&self.full[step as usize], TILE_M),
+            _ => (&self.full[step as usize], TILE_M, full_n),
         };
         let Some(f) = f else {
             return Err(SubjectError::Invalid(format!("{}: no {step:?} step", self.variant.name())));
@@ -527,7 +537,7 @@ impl DeviceSharedExpertCase {
                 // + (T-1)*stride + H elements (SharedExpertCase::x_storage)
                 // and the kernel reads only the H values of each row; w1
                 // holds 2F x H; hid T x F. Every size is within i32 (plan);
-                // the grid is ceil(F/64) x ceil(T/tile rows) (launch_of;
+                // the grid is ceil(F/units) x ceil(T/tile rows) (launch_of;
                 // <= 65535). Its _m64 twin takes the same arguments. Dynamic
                 // shared memory as the source takes it (Kernels::smem, the
                 // limit raised at load). The buffers outlive the launch
@@ -736,7 +746,7 @@ mod tests {
                     let (step, gemm, smem) = if v == Variant::TensorCore {
                         ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "BP_TC_GEMM", "BP_TC_SMEM")
                     } else {
-                        ("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "BP_WG_GEMM", "BP_WG_SMEM")
+                        ("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "BP_WG_GEMM", "BP_WG_SMEM")
                     };
                     assert!(text.contains(step), "{step}");
                     if v == Variant::TensorCore {
@@ -749,7 +759,7 @@ mod tests {
             }
             assert_eq!(define(text, "BP_SE_THREADS"), Some(THREADS as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BM"), Some(TILE_M as u64), "{}", source.name);
-            assert_eq!(define(text, "BP_SE_BN"), Some(TILE_N as u64), "{}", source.name);
+            assert_eq!(define(text, "BP_SE_BN"), Some(v.tile_n() as u64), "{}", source.name);
             // Every step's entry point, with its 64-row twin where it has one.
             for step in v.steps() {
                 let name = v.entry_point(step).expect("a step the variant runs");
