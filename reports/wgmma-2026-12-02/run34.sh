@@ -36,6 +36,6 @@ chk $W wg-a 200 --cases 10000 --seed 372
 BITPARITY_SHAPES=reference BITPARITY_MAX_T=4096 chk $W wg-b 45 --property batch-invariance \
   --property determinism --property offset-stride --cases 8 --seed 373
 tar -C "$S" -czf "$S/logs.tgz" $(cd "$S" && ls *.log *.md) 
-rm -rf "$S"/*.md "$S"/smoke-*.json "$S"/smoke-*.log "$S"/wg-*.json "$S"/wg-*.log "$S/corpus"
-echo "okA=$okA okB=$okB"; grep -h -A5 "T x H x F    fwd" "$S"/ours-*.log; tail -2 "$S/sweep.log"
+rm -rf "$S"/*.md "$S"/smoke-*.json "$S"/smoke-*.log "$S"/wg-*.json "$S"/wg-*.log "$S/sweep.log" "$S/corpus"
+echo "okA=$okA okB=$okB"; grep -h -A5 "T x H x F    fwd" "$S"/ours-*.log; tar -xzOf "$S/logs.tgz" sweep.log | tail -2
 tar -xzOf "$S/logs.tgz" wg-a.log wg-b.log | grep -h "passed\|failed\|FAIL\|exit\|cases in"
