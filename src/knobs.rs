@@ -48,13 +48,18 @@ pub const KERNEL_TIMEOUT: &str = "BITPARITY_KERNEL_TIMEOUT";
 /// compute-sanitizer, whose tools check every access themselves and would
 /// take a stray access into a zone for a valid one.
 pub const GUARDS: &str = "BITPARITY_GUARDS";
+/// `large` or `small`: the tile every launch of a CUDA subject with two
+/// takes (`cuda-wgmma`: 128 x 256 or 64 x 128), so that a run of small
+/// cases judges the large tiles too (default `auto`: small where the large
+/// tiles would leave multiprocessors idle).
+pub const TILES: &str = "BITPARITY_TILES";
 
 /// The knobs that change which cases a run generates or where it runs
 /// them: recorded in every summary.
-pub const RECORDED: [&str; 5] = [MAX_TE, MAX_E, MAX_T, SHAPES, CUDA_DEVICE];
+pub const RECORDED: [&str; 6] = [MAX_TE, MAX_E, MAX_T, SHAPES, CUDA_DEVICE, TILES];
 
 /// Every variable the binary reads.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 16] = [
     MAX_TE,
     MAX_E,
     MAX_T,
@@ -68,6 +73,7 @@ pub const ALL: [&str; 15] = [
     NVRTC_EXTRA,
     REQUIRE_NVRTC,
     GUARDS,
+    TILES,
     EXEC_TIMEOUT,
     KERNEL_TIMEOUT,
 ];
@@ -112,6 +118,7 @@ pub fn check_environment() -> Result<(), String> {
     kernel_timeout()?;
     shapes()?;
     guards()?;
+    tiles()?;
     match get::<String>(REQUIRE_NVRTC)?.as_deref() {
         None | Some("0") | Some("1") => {}
         Some(v) => return Err(format!("{REQUIRE_NVRTC}={v:?}: must be 1 (or 0)")),
@@ -180,6 +187,24 @@ pub fn guards() -> Result<bool, String> {
         None | Some("on") => Ok(true),
         Some("off") => Ok(false),
         Some(v) => Err(format!("{GUARDS}={v:?}: use on or off")),
+    }
+}
+
+/// Which tile the launches of a CUDA subject with two take ([`TILES`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tiles {
+    Auto,
+    Large,
+    Small,
+}
+
+/// [`TILES`], parsed.
+pub fn tiles() -> Result<Tiles, String> {
+    match get::<String>(TILES)?.as_deref().map(str::trim) {
+        None | Some("auto") => Ok(Tiles::Auto),
+        Some("large") => Ok(Tiles::Large),
+        Some("small") => Ok(Tiles::Small),
+        Some(v) => Err(format!("{TILES}={v:?}: use auto, large or small")),
     }
 }
 

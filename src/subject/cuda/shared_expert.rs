@@ -37,6 +37,7 @@
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
 use super::guard::Guarded;
 use super::{KernelId, GAP_POISON};
+use crate::knobs;
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
@@ -121,9 +122,11 @@ struct Kernels {
     /// The same with 64-row tiles (`NAME_m64`), where the source has them
     /// ([`Variant::has_m64`]).
     m64: Option<[Option<CudaFunction>; 5]>,
-    /// The GPU's multiprocessors: a launch whose 128-row grid has fewer
-    /// blocks takes the 64-row tiles.
+    /// The GPU's multiprocessors: a launch whose large tiles' grid has
+    /// fewer blocks takes the small tiles.
     multiprocessors: usize,
+    /// `BITPARITY_TILES`: which tile every launch takes, where there are two.
+    tiles: knobs::Tiles,
 }
 
 /// Which kernel source a subject runs.
@@ -266,6 +269,7 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
         full: functions("")?,
         m64: if variant.has_m64() { Some(functions("_m64")?) } else { None },
         multiprocessors: dev.info.multiprocessors.max(1) as usize,
+        tiles: knobs::tiles()?,
     };
     if kernels.smem > 0 {
         // A plain driver call: the context current on this thread first.
@@ -451,8 +455,13 @@ impl Kernels {
     /// not.
     fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig), SubjectError> {
         let full_n = step.grid_n(plan, self.variant.tile_n());
+        let small = match self.tiles {
+            knobs::Tiles::Auto => full_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors,
+            knobs::Tiles::Large => false,
+            knobs::Tiles::Small => true,
+        };
         let (f, tile_m, grid_n) = match &self.m64 {
-            Some(m64) if full_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors => {
+            Some(m64) if small => {
                 (&m64[step as usize], TILE_M / 2, step.grid_n(plan, TILE_N))
             }
             _ => (&self.full[step as usize], TILE_M, full_n),
