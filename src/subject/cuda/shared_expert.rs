@@ -461,9 +461,7 @@ impl Kernels {
             knobs::Tiles::Small => true,
         };
         let (f, tile_m, grid_n) = match &self.m64 {
-            Some(m64) if small => {
-                (&m64[step as usize], TILE_M / 2, step.grid_n(plan, TILE_N))
-            }
+            Some(m64) if small => (&m64[step as usize], TILE_M / 2, step.grid_n(plan, TILE_N)),
             _ => (&self.full[step as usize], TILE_M, full_n),
         };
         let Some(f) = f else {
