@@ -94,7 +94,8 @@ __device__ __forceinline__ unsigned swz(int r, int c) { return (unsigned)(r * 12
 
 // 8 consecutive bf16 from src into dst (16-byte aligned): `valid` of them
 // in range (the rest zeros). One cp.async when all 8 are in range and src is
-// 16-byte aligned; else plain loads and one 16-byte store.
+// 16-byte aligned; else plain loads and one 16-byte store. (The same as
+// shared_expert_tc.cu's, which keeps its own copy for its mutants' ids.)
 __device__ __forceinline__ void load8(unsigned char* dst, const bf16_t* src, int valid, bool aligned) {
     if (valid == 8 && aligned) {
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem(dst)), "l"(src));

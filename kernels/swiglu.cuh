@@ -2,7 +2,9 @@
 // the f32 results g and u of the gate and up dot products, every operation
 // one rounding (common.cuh). kernels/shared_expert.cu and
 // shared_expert_tc.cu keep their own copies of these lines, so that their
-// mutants (kernels/mutants.toml) keep their ids; the functions are the same.
+// mutants (kernels/mutants.toml) keep their ids, and so does
+// shared_expert_cublas.cu (a test compares its copy with the strict
+// kernel's); the functions are the same.
 
 #pragma once
 
