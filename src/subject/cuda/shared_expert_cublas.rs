@@ -519,14 +519,22 @@ mod tests {
 
     #[test]
     fn the_epilogues_round_and_take_the_sigmoid_as_the_strict_kernels_do() {
+        // The tensor-core kernels' copies too: shared_expert_tc.cu's own,
+        // swiglu.cuh's (shared_expert_wgmma.cu's).
         let strict = KernelId::SharedExpert.source().text;
-        let blas = KernelId::SharedExpertCublas.source().text;
-        for sig in [
-            "__device__ __forceinline__ float bf16_value(",
-            "__device__ __forceinline__ bf16_t bf16_rne(",
-            "__device__ __forceinline__ float sigmoid(",
+        let swiglu = crate::subject::cuda::HEADERS.iter().find(|h| h.name == "swiglu.cuh").expect("swiglu.cuh").text;
+        for (name, text) in [
+            ("shared_expert_cublas.cu", KernelId::SharedExpertCublas.source().text),
+            ("shared_expert_tc.cu", KernelId::SharedExpertTc.source().text),
+            ("swiglu.cuh", swiglu),
         ] {
-            assert_eq!(block(strict, sig), block(blas, sig), "{sig} differs between the two kernel files");
+            for sig in [
+                "__device__ __forceinline__ float bf16_value(",
+                "__device__ __forceinline__ bf16_t bf16_rne(",
+                "__device__ __forceinline__ float sigmoid(",
+            ] {
+                assert_eq!(block(strict, sig), block(text, sig), "{sig} differs between shared_expert.cu and {name}");
+            }
         }
     }
 }
