@@ -317,6 +317,10 @@ mod se {
         probe(Variant::Strict).map(|_| ())
     }
 
+    pub fn device_wgmma() -> Result<(), String> {
+        probe(Variant::Wgmma).map(|_| ())
+    }
+
     fn cuda() -> CudaSharedExpert {
         probe(Variant::Strict).expect("checked before running")
     }
@@ -652,17 +656,33 @@ mod se {
     /// stride; `read_rows` gives those rows; a window or a row past the
     /// batch is refused.
     pub fn windows() -> Outcome {
-        let cuda = cuda();
+        windows_of(Variant::Strict)
+    }
+
+    /// `cuda-wgmma` keeps z from the forward: a window's backward launched
+    /// before its forward must compute z itself, never read the previous
+    /// window's.
+    pub fn windows_wgmma() -> Outcome {
+        windows_of(Variant::Wgmma)
+    }
+
+    fn windows_of(variant: Variant) -> Outcome {
+        let cuda = probe(variant).expect("checked before running");
         let e = |x: SubjectError| x.to_string();
         let c = case(9, 131, 67, 3, 5, Class::Plain, 11);
         let mut dc = cuda.upload(&c).map_err(e)?;
         let mut failures = Vec::new();
-        for (first, t) in [(0usize, 9usize), (2, 3), (8, 1), (0, 1), (4, 5)] {
+        for (i, (first, t)) in [(0usize, 9usize), (2, 3), (8, 1), (0, 1), (4, 5)].into_iter().enumerate() {
             let sub = c.rows(first..first + t);
             let (y, dx) = (cuda.forward_y(&sub).map_err(e)?, cuda.backward_dx(&sub).map_err(e)?);
             dc.window(first, t).map_err(e)?;
-            dc.launch_forward().map_err(e)?;
-            dc.launch_backward().map_err(e)?;
+            if i % 2 == 0 {
+                dc.launch_forward().map_err(e)?;
+                dc.launch_backward().map_err(e)?;
+            } else {
+                dc.launch_backward().map_err(e)?;
+                dc.launch_forward().map_err(e)?;
+            }
             let rows: Vec<usize> = (0..t).rev().collect();
             let (yw, dxw) = dc.read_rows(&rows).map_err(e)?;
             let pick =
@@ -787,6 +807,11 @@ fn main() {
     ] {
         tests.push(Test { name: name.into(), device: se::device, run: Box::new(run) });
     }
+    tests.push(Test {
+        name: "shared_expert_wgmma_windows_of_an_uploaded_case".into(),
+        device: se::device_wgmma,
+        run: Box::new(se::windows_wgmma),
+    });
     let total = tests.len();
     tests.retain(|t| {
         filters.is_empty() || filters.iter().any(|f| if exact { t.name == *f } else { t.name.contains(f.as_str()) })

@@ -104,7 +104,7 @@ pub fn compile_only(mutants: Vec<Mutant>, jobs: usize, triage: &Triage) -> Resul
             k.source().name,
             k.source().text,
             &headers,
-            nvrtc::CI_ARCH,
+            &k.arch(nvrtc::CI_ARCH),
             &extra,
             nvrtc::Output::SyntaxOnly,
         )
@@ -294,7 +294,7 @@ fn originals(kernels: &[KernelId], arch: &str, dir: &Path) -> Result<(), String>
             .map(|&k| {
                 let extra = &extra;
                 s.spawn(move || {
-                    let c = nvrtc::compile(&k.source(), arch, extra).map_err(|e| e.to_string())?;
+                    let c = nvrtc::compile(&k.source(), &k.arch(arch), extra).map_err(|e| e.to_string())?;
                     crate::fsio::write_atomic(&dir.join(child::cubin_name(k)), &c.cubin)
                 })
             })

@@ -81,12 +81,13 @@ pub fn sources(m: &Mutant, k: KernelId) -> (String, Vec<(&'static str, String)>)
     (text, headers)
 }
 
-/// Compiles `k` with mutant `m` applied.
+/// Compiles `k` with mutant `m` applied, for a device of `arch` (the
+/// kernel's own architecture on it: [`KernelId::arch`]).
 pub fn compile(m: &Mutant, k: KernelId, arch: &str, output: nvrtc::Output) -> Result<Vec<u8>, String> {
     let (text, headers) = sources(m, k);
     let headers: Vec<(&'static str, &str)> = headers.iter().map(|(n, t)| (*n, t.as_str())).collect();
     let extra = nvrtc::extra_options()?;
-    nvrtc::compile_with(k.source().name, &text, &headers, arch, &extra, output)
+    nvrtc::compile_with(k.source().name, &text, &headers, &k.arch(arch), &extra, output)
         .map(|c| c.cubin)
         .map_err(|e| e.to_string())
 }

@@ -652,11 +652,11 @@ impl DeviceSharedExpertCase {
     /// Waits for both passes and copies back rows `rows` of y (bf16 values
     /// as f32) and of dX, each H values, row after row.
     pub fn read_rows(&self, rows: &[usize]) -> Result<(Vec<f32>, Vec<f32>), SubjectError> {
-        if !self.forward_enqueued || !self.backward_enqueued {
-            return Err(SubjectError::Device("read_rows: launch the forward and the backward first".into()));
-        }
         if let Some(r) = rows.iter().find(|&&r| r >= self.plan.t) {
             return Err(SubjectError::Invalid(format!("row {r} of a batch of {}", self.plan.t)));
+        }
+        if !self.forward_enqueued || !self.backward_enqueued {
+            return Err(SubjectError::Device("read_rows: launch the forward and the backward first".into()));
         }
         self.dev.finish("shared_expert")?;
         self.check_guards()?;
