@@ -22,8 +22,9 @@
 //!
 //! `cuda-wgmma` keeps z from the forward instead, as autograd does
 //! ([`Variant::keeps_z`]): four launches, the backward's dh GEMM turning dh
-//! into dz in its epilogue. Its grids too small to fill the GPU take 64-row
-//! tiles ([`Variant::has_m64`]).
+//! into dz in its epilogue. Its tiles are 128 x 256 ([`Variant::tile_n`]),
+//! or 64 x 128 where those would leave multiprocessors idle
+//! ([`Variant::has_m64`]).
 //!
 //! Fail closed, as the other ops' subjects: no driver, GPU or NVRTC, or a
 //! kernel that does not compile, is an explicit reason ([`probe`]); an
@@ -74,7 +75,8 @@ pub struct Plan {
     pub t: usize,
     pub h: usize,
     pub f: usize,
-    /// Blocks along M (= T) of every kernel.
+    /// Blocks of 128 rows along M (= T): the grid's y dimension, but where
+    /// a launch takes 64-row tiles (`BITPARITY_TILES`, [`Variant::has_m64`]).
     pub grid_m: u32,
 }
 
@@ -116,10 +118,11 @@ struct Kernels {
     variant: Variant,
     /// Dynamic shared memory of every launch ([`Variant::dynamic_smem`]).
     smem: u32,
-    /// The entry points, by [`Step`], with 128-row tiles: `None` for a step
-    /// the source does not run ([`Variant::entry_point`]).
+    /// The entry points, by [`Step`], with tiles of 128 rows and
+    /// [`Variant::tile_n`] columns: `None` for a step the source does not
+    /// run ([`Variant::entry_point`]).
     full: [Option<CudaFunction>; 5],
-    /// The same with 64-row tiles (`NAME_m64`), where the source has them
+    /// The same with 64 x 128 tiles (`NAME_m64`), where the source has them
     /// ([`Variant::has_m64`]).
     m64: Option<[Option<CudaFunction>; 5]>,
     /// The GPU's multiprocessors: a launch whose large tiles' grid has
@@ -179,8 +182,8 @@ impl Variant {
         self == Variant::Wgmma
     }
 
-    /// The kernel that runs `step` (with 128-row tiles), or `None` where
-    /// the source has no such step.
+    /// The kernel that runs `step` (with the large tiles; `NAME_m64` with
+    /// the small ones), or `None` where the source has no such step.
     pub fn entry_point(self, step: Step) -> Option<&'static str> {
         match (step, self.keeps_z()) {
             (Step::GateUpBwd, true) => None,
@@ -467,10 +470,19 @@ impl Kernels {
         let Some(f) = f else {
             return Err(SubjectError::Invalid(format!("{}: no {step:?} step", self.variant.name())));
         };
-        // grid_n <= 2^31 / 64: N < 2^31 (plan); the 64-row grid is taken
-        // only when the 128-row one has fewer blocks than the GPU has
-        // multiprocessors, so its y dimension is tiny.
-        let grid_m = plan.t.div_ceil(tile_m) as u32;
+        // grid_n <= 2^31 / 64: N < 2^31 (plan). The 128-row grid is within
+        // CUDA's y limit (plan); `auto` takes the 64-row one only where the
+        // large tiles' grid has fewer blocks than the GPU has
+        // multiprocessors, so its y dimension is tiny then.
+        let grid_m = plan.t.div_ceil(tile_m);
+        if grid_m > MAX_GRID_Y {
+            // Only where BITPARITY_TILES=small forces the 64-row tiles.
+            return Err(SubjectError::Unavailable(format!(
+                "T = {}: more than {MAX_GRID_Y} blocks of {tile_m} rows",
+                plan.t
+            )));
+        }
+        let grid_m = grid_m as u32;
         Ok((
             f,
             LaunchConfig {
