@@ -29,15 +29,15 @@
 // steps) through Shape<BM>::STAGES buffers (4 of 48 KiB, or 8 of 24 KiB);
 // each thread copies its share of the stage STAGES - 2 ahead while the
 // tensor cores work. Which tile a launch takes changes no bit: an output's
-// chain is the same. cp.async copies
-// 16 bytes when the source is 16-byte aligned and whole, otherwise the
-// thread loads the 8 values one by one with zeros past the edges (odd H,
-// offsets 1..3, odd row strides: slower, the same bits).
+// chain is the same. cp.async copies 16 bytes when the source is 16-byte
+// aligned and whole, otherwise the thread loads the 8 values one by one with
+// zeros past the edges (odd H, offsets 1..3, odd row strides: slower, the
+// same bits).
 // Shared memory: rows of 64 bf16 (128 bytes) with the 128-byte swizzle (the
 // 16-byte chunk c of row r at chunk c ^ (r mod 8)), every tile 1024-byte
 // aligned. A and the [n][k] operands are K-major (a row per m or n); the
-// [k][n] operand is MN-major: two blocks of 64 columns, a row per k, read
-// with wgmma's transpose of B.
+// [k][n] operand is MN-major: blocks of 64 columns (BN / 64 of them), a row
+// per k, read with wgmma's transpose of B.
 //
 // The forward keeps z (g and u, f32) for the backward, as autograd does: the
 // backward runs 6 T H F FLOPs, not 10 (z is not recomputed from x).
@@ -82,7 +82,6 @@ namespace bp {
 namespace wg {
 
 using swiglu::bf16_t;
-
 
 enum BMode { B_NK = 0, B_KN = 1, B_GATE_UP = 2 };
 
@@ -177,14 +176,15 @@ struct Shape {
     static constexpr int ACC = BM == 128 ? 128 : 32;
     static constexpr int A_BYTES = BM * 128;
     static constexpr int STAGE_BYTES = (BM + BN) * 128;
-    static constexpr int STAGES = 4 * 48 * 1024 / STAGE_BYTES;
+    // 192 KiB of stages: 4 of the large tiles', 8 of the small ones'.
+    static constexpr int STAGES = 192 * 1024 / STAGE_BYTES;
     static_assert(STAGES >= 3 && STAGES * STAGE_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
 };
 
 // The B row of the gate/up kernels' tile row r: 32 gate units, their 32 up
-// units, the next 32 gate units, their up units; so that a warpgroup's 64
-// columns (BM = 64) hold the gate and up values of the same units, as do
-// the 128 of BM = 128. Tile column c holds unit j0 + gate_up_unit(c), its up
+// units, the next 32 gate units, their up units, and so on; so that a
+// warpgroup's 64 columns (BM = 64) hold the gate and up values of the same
+// units, as do the 256 of BM = 128. Tile column c holds unit j0 + gate_up_unit(c), its up
 // value when gate_up_is_up(c).
 __device__ __forceinline__ int gate_up_unit(int c) { return (c >> 6) * 32 + (c & 31); }
 __device__ __forceinline__ bool gate_up_is_up(int c) { return (c >> 5) & 1; }
