@@ -156,11 +156,14 @@ impl SharedExpertModel {
         b: &dyn Fn(usize) -> f32,
     ) -> f32 {
         if let Some(m) = mma {
+            let (mut xa, mut xb) = ([0.0f32; oracles::mma::K], [0.0f32; oracles::mma::K]);
             let mut acc = 0.0f32;
             for k in (lo..hi).step_by(oracles::mma::K) {
-                let block = k..(k + oracles::mma::K).min(hi);
-                let (xa, xb): (Vec<f32>, Vec<f32>) = block.map(|k| (a(k), b(k))).unzip();
-                acc = m.dot_add(&xa, &xb, acc);
+                let n = oracles::mma::K.min(hi - k);
+                for i in 0..n {
+                    (xa[i], xb[i]) = (a(k + i), b(k + i));
+                }
+                acc = m.dot_add(&xa[..n], &xb[..n], acc);
             }
             return acc;
         }

@@ -116,8 +116,6 @@ pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
 
 struct Kernels {
     variant: Variant,
-    /// Dynamic shared memory of every launch ([`Variant::dynamic_smem`]).
-    smem: u32,
     /// The entry points, by [`Step`], with tiles of 128 rows and
     /// [`Variant::tile_n`] columns: `None` for a step the source does not
     /// run ([`Variant::entry_point`]).
@@ -268,19 +266,19 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
     };
     let kernels = Kernels {
         variant,
-        smem: variant.dynamic_smem(),
         full: functions("")?,
         m64: if variant.has_m64() { Some(functions("_m64")?) } else { None },
         multiprocessors: dev.info.multiprocessors.max(1) as usize,
         tiles: knobs::tiles()?,
     };
-    if kernels.smem > 0 {
+    let smem = variant.dynamic_smem();
+    if smem > 0 {
         // A plain driver call: the context current on this thread first.
         dev.ctx.bind_to_thread().map_err(|e| format!("{}: binding the context: {e}", variant.name()))?;
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
         for f in kernels.full.iter().chain(kernels.m64.iter().flatten()).flatten() {
-            f.set_attribute(MAX_DYN, kernels.smem as i32)
-                .map_err(|e| format!("{}: {} bytes of dynamic shared memory: {e}", variant.name(), kernels.smem))?;
+            f.set_attribute(MAX_DYN, smem as i32)
+                .map_err(|e| format!("{}: {smem} bytes of dynamic shared memory: {e}", variant.name()))?;
         }
     }
     Ok(CudaSharedExpert { variant, dev, kernels: Arc::new(kernels) })
@@ -488,7 +486,7 @@ impl Kernels {
             LaunchConfig {
                 grid_dim: (grid_n as u32, grid_m, 1),
                 block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: self.smem,
+                shared_mem_bytes: self.variant.dynamic_smem(),
             },
         ))
     }
@@ -558,9 +556,9 @@ impl DeviceSharedExpertCase {
                 // holds 2F x H; hid T x F. Every size is within i32 (plan);
                 // the grid is ceil(F/units) x ceil(T/tile rows) (launch_of;
                 // <= 65535). Its _m64 twin takes the same arguments. Dynamic
-                // shared memory as the source takes it (Kernels::smem, the
-                // limit raised at load). The buffers outlive the launch
-                // (frees are stream-ordered).
+                // shared memory as the source takes it
+                // (Variant::dynamic_smem, the limit raised at load). The
+                // buffers outlive the launch (frees are stream-ordered).
                 unsafe { b.launch(config) }.map_err(dev_err("se_gate_up_fwd launch"))?;
             }
             Step::Down => {
