@@ -32,8 +32,8 @@ for t in 2048 256; do
   done
 done
 tar -C "$S" -czf "$S/logs.tgz" $(cd "$S" && ls *.log *.md)
-rm -rf "$S"/*.md "$S"/large.log "$S/gpu-test.log" "$S/corpus"
 tar -xzOf "$S/logs.tgz" gpu-test.log | grep -E "test result|FAILED|failed|panicked|exit" | head
 tar -xzOf "$S/logs.tgz" large.log | grep -h "passed\|failed\|FAIL\|exit\|cases in" | head
-grep -h -B2 -A12 "per step\|per-step" "$S"/tiles-*.log | head -80
+grep -h -A8 "T x H x F" "$S"/tiles-*.log | head -40
 grep -h -E "se_|Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Registers|Stall|Issue Slots Busy" "$S"/ncu-*.log | head -120
+rm -rf "$S"/*.md "$S"/*.log "$S/corpus"
