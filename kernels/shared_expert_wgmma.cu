@@ -67,7 +67,7 @@
 #error "shared_expert_wgmma.cu needs sm_90a (wgmma)"
 #endif
 
-#define BP_SE_THREADS 256
+#define BP_SE_THREADS 384
 #define BP_SE_BM 128
 #define BP_SE_BN 256
 // K per stage: four wgmma steps, one 128-byte row of bf16.
@@ -189,118 +189,175 @@ struct Shape {
 __device__ __forceinline__ int gate_up_unit(int c) { return (c >> 6) * 32 + (c & 31); }
 __device__ __forceinline__ bool gate_up_is_up(int c) { return (c >> 5) & 1; }
 
-// One block's BM x BN tile: acc[4 i + e] is the chain of the output at tile
-// row out_row<BM>(e), column out_col<BM>(i, e) (wgmma's accumulator layout).
-//   A: element (m, k) at a[m*lda + k] (a already offset), m < M.
-//   B: by MODE; n0 the tile's first column (GATE_UP: j0, N = F, the tile's
-//      rows as gate_up_unit says).
-template <int MODE, int BM>
-__device__ __forceinline__ void tile_mma(unsigned char* tiles, const bf16_t* __restrict__ a, long long lda, int M,
-                                         int m0, const bf16_t* __restrict__ b, long long ldb, int N, int n0, int K,
-                                         float (&acc)[Shape<BM>::ACC]) {
-    const int tid = threadIdx.x;
-    const int wgrp = tid >> 7;
-#pragma unroll
-    for (int i = 0; i < Shape<BM>::ACC; ++i) acc[i] = 0.0f;
-
-    const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
-    const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
-
-    constexpr int BN = Shape<BM>::BN;
-    // Each thread copies BM / 32 chunks of 8 of A and BN / 32 of B per stage.
-    auto load = [&](int buf, int k0) {
-        unsigned char* sa = tiles + buf * Shape<BM>::STAGE_BYTES;
-        unsigned char* sb = sa + Shape<BM>::A_BYTES;
-#pragma unroll
-        for (int q = 0; q < BM / 32; ++q) {
-            const int c = tid + q * BP_SE_THREADS;
-            const int r = c >> 3, kc = c & 7;
-            const int m = m0 + r, k = k0 + kc * 8;
-            load8(sa + swz(r, kc), a + (long long)m * lda + k, m < M ? clamp8(K - k) : 0, a_aligned);
-        }
-#pragma unroll
-        for (int q = 0; q < BN / 32; ++q) {
-            const int c = tid + q * BP_SE_THREADS;
-            if (MODE == B_KN) {
-                // [k][n]: 64 rows of k, BN / 8 chunks of n each; chunk nc in
-                // the column block nc / 8.
-                const int kr = c / (BN / 8), nc = c % (BN / 8);
-                const int k = k0 + kr, n = n0 + nc * 8;
-                load8(sb + (nc >> 3) * BP_WG_BLOCK_BYTES + swz(kr, nc & 7), b + (long long)k * ldb + n,
-                      k < K ? clamp8(N - n) : 0, b_aligned);
-            } else {
-                const int r = c >> 3, kc = c & 7;
-                const int k = k0 + kc * 8;
-                int row, in;
-                if (MODE == B_GATE_UP) {
-                    const int unit = n0 + gate_up_unit(r);
-                    in = unit < N;
-                    row = gate_up_is_up(r) ? N + unit : unit;
-                } else {
-                    row = n0 + r;
-                    in = row < N;
-                }
-                load8(sb + swz(r, kc), b + (long long)row * ldb + k, in ? clamp8(K - k) : 0, b_aligned);
-            }
-        }
-    };
-
-    // Four steps, k blocks 0, 16, 32 and 48 of the stage, in that order
-    // (wgmma steps of one warpgroup complete in issue order, each on the
-    // accumulator the previous one left).
-    auto compute = [&](int buf) {
-        // BM = 128: the warpgroup's 64 rows of A, all of B; BM = 64: all of
-        // A, the warpgroup's 64 columns of B (64 rows of an [n][k] tile, or
-        // the column block of a [k][n] one, 8 KiB either way).
-        const unsigned tile = smem(tiles + buf * Shape<BM>::STAGE_BYTES);
-        const unsigned sa = tile + (BM == 128 ? wgrp * BP_WG_BLOCK_BYTES : 0);
-        const unsigned sb = tile + Shape<BM>::A_BYTES + (BM == 128 ? 0 : wgrp * BP_WG_BLOCK_BYTES);
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            // K-major: the next k block 32 bytes along the row; 8-row
-            // groups 1024 bytes apart (the leading offset is unused).
-            const unsigned long long da = desc(sa + j * 32, 16, 1024);
-            if (MODE == B_KN) {
-                // MN-major: 16 rows of k per step; the 64-column blocks
-                // 8 KiB apart (leading), 8-row groups of k 1024 apart.
-                wgmma16<1>(acc, da, desc(sb + j * 16 * 128, BP_WG_BLOCK_BYTES, 1024));
-            } else {
-                wgmma16<0>(acc, da, desc(sb + j * 32, 16, 1024));
-            }
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    };
-
-    // One commit group of copies per stage, empty past the end, so that
-    // waiting for all but the newest STAGES - 3 groups means "stage s is in".
-    constexpr int STAGES = Shape<BM>::STAGES;
-    const int stages = (K + BP_WG_BK - 1) / BP_WG_BK;
-#pragma unroll
-    for (int s = 0; s < STAGES - 2; ++s) {
-        if (s < stages) load(s, s * BP_WG_BK);
-        asm volatile("cp.async.commit_group;\n" ::);
-    }
-    for (int s = 0; s < stages; ++s) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 3));
-        // The copies (cp.async and plain stores) are generic-proxy writes;
-        // wgmma reads through the async proxy.
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        // Stage s is in for every thread. Every warpgroup has waited for
-        // its steps on stage s - 2 (below, in iteration s - 1), whose
-        // buffer the load below overwrites.
-        __syncthreads();
-        const int next = s + STAGES - 2;
-        if (next < stages) load(next % STAGES, next * BP_WG_BK);
-        asm volatile("cp.async.commit_group;\n" ::);
-        compute(s % STAGES);
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 0;\n" ::);
+// mbarriers (shared memory, CTA scope): the copying warpgroup and the
+// computing ones hand the stages to each other through two per stage.
+__device__ __forceinline__ void bar_init(unsigned long long* b, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned long long* b) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem(b)) : "memory");
+}
+// Until the phase of the given parity has completed.
+__device__ __forceinline__ void bar_wait(unsigned long long* b, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(smem(b)), "r"(parity)
+            : "memory");
+    } while (!done);
 }
 
-// The tile row and column of acc[4 i + e].
+// One GEMM of the block's tiles, A (M x K, row m at a + m lda) times B (by
+// MODE), over BM x BN tiles: tile i of the grid's persistent loop is tile
+// row i / tiles_n, column i % tiles_n; column c of the tile is output column
+// n0 + c (GATE_UP: n0 = the first gate unit, the tile's rows as
+// gate_up_unit says). Warpgroup 2 copies the stages, warpgroups 0 and 1
+// compute; `epilogue(m0, n0, acc)` runs on each tile's chains in the
+// computing warpgroups, acc[4 i + e] at tile row out_row<BM>(e), column
+// out_col<BM>(i, e) (wgmma's accumulator layout).
+template <int MODE, int BM, typename Epilogue>
+__device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long long lda, int M,
+                                          const bf16_t* __restrict__ b, long long ldb, int N, int K,
+                                          Epilogue epilogue) {
+    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
+    // full[s]: stage s copied (one arrival per copying thread); empty[s]:
+    // its steps done (one arrival per computing warp).
+    __shared__ __align__(8) unsigned long long full[Shape<BM>::STAGES], empty[Shape<BM>::STAGES];
+    unsigned char* tiles = bp_wg_smem + ((1024u - (smem(bp_wg_smem) & 1023u)) & 1023u);
+    constexpr int STAGES = Shape<BM>::STAGES;
+    constexpr int BN = Shape<BM>::BN;
+    constexpr int TILE_COLS = MODE == B_GATE_UP ? BN / 2 : BN;
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            bar_init(&full[s], 128);
+            bar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    // Also orders the callers' shared tables (exp_table_load) before any
+    // read: no barrier for the whole block follows.
+    __syncthreads();
+
+    const int tiles_n = (N + TILE_COLS - 1) / TILE_COLS;
+    const long long tiles_all = (long long)((M + BM - 1) / BM) * tiles_n;
+    const int stages = (K + BP_WG_BK - 1) / BP_WG_BK;
+
+    if (tid >= 256) {
+        // The copying warpgroup: 128 threads, each BM / 16 chunks of 8 of A
+        // and BN / 16 of B per stage, STAGES - 2 stages in flight.
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        const int ct = tid - 256;
+        const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
+        const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
+        long long it = 0, signalled = 0;
+        for (long long tile = blockIdx.x; tile < tiles_all; tile += gridDim.x) {
+            const int m0 = (int)(tile / tiles_n) * BM, n0 = (int)(tile % tiles_n) * TILE_COLS;
+            for (int s = 0; s < stages; ++s, ++it) {
+                const int slot = (int)(it % STAGES);
+                // The slot's previous stage, it - STAGES, released.
+                if (it >= STAGES) bar_wait(&empty[slot], (unsigned)((it / STAGES - 1) & 1));
+                unsigned char* sa = tiles + slot * Shape<BM>::STAGE_BYTES;
+                unsigned char* sb = sa + Shape<BM>::A_BYTES;
+                const int k0 = s * BP_WG_BK;
+#pragma unroll 1
+                for (int q = 0; q < BM / 16; ++q) {
+                    const int c = ct + q * 128;
+                    const int r = c >> 3, kc = c & 7;
+                    const int m = m0 + r, k = k0 + kc * 8;
+                    load8(sa + swz(r, kc), a + (long long)m * lda + k, m < M ? clamp8(K - k) : 0, a_aligned);
+                }
+#pragma unroll 1
+                for (int q = 0; q < BN / 16; ++q) {
+                    const int c = ct + q * 128;
+                    if (MODE == B_KN) {
+                        // [k][n]: 64 rows of k, BN / 8 chunks of n each;
+                        // chunk nc in the column block nc / 8.
+                        const int kr = c / (BN / 8), nc = c % (BN / 8);
+                        const int k = k0 + kr, n = n0 + nc * 8;
+                        load8(sb + (nc >> 3) * BP_WG_BLOCK_BYTES + swz(kr, nc & 7), b + (long long)k * ldb + n,
+                              k < K ? clamp8(N - n) : 0, b_aligned);
+                    } else {
+                        const int r = c >> 3, kc = c & 7;
+                        const int k = k0 + kc * 8;
+                        int row, in;
+                        if (MODE == B_GATE_UP) {
+                            const int unit = n0 + gate_up_unit(r);
+                            in = unit < N;
+                            row = gate_up_is_up(r) ? N + unit : unit;
+                        } else {
+                            row = n0 + r;
+                            in = row < N;
+                        }
+                        load8(sb + swz(r, kc), b + (long long)row * ldb + k, in ? clamp8(K - k) : 0, b_aligned);
+                    }
+                }
+                asm volatile("cp.async.commit_group;\n" ::);
+                // All but the newest STAGES - 2 of this thread's stages are
+                // in; the copies (cp.async and plain stores) are
+                // generic-proxy writes, which wgmma reads through the async
+                // proxy.
+                asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                for (; signalled <= it - (STAGES - 2); ++signalled) bar_arrive(&full[signalled % STAGES]);
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        for (; signalled < it; ++signalled) bar_arrive(&full[signalled % STAGES]);
+        return;
+    }
+
+    // The computing warpgroups: BM = 128: warpgroup w the tile's rows 64 w
+    // .. 64 w + 63 and all of B; BM = 64: all of A, B's 64 columns from 64 w
+    // (64 rows of an [n][k] tile, or the column block of a [k][n] one, 8 KiB
+    // either way).
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int wgrp = tid >> 7;
+    const bool releases = (tid & 31) == 0;
+    long long it = 0;
+    for (long long tile = blockIdx.x; tile < tiles_all; tile += gridDim.x) {
+        const int m0 = (int)(tile / tiles_n) * BM, n0 = (int)(tile % tiles_n) * TILE_COLS;
+        float acc[Shape<BM>::ACC];
+#pragma unroll
+        for (int i = 0; i < Shape<BM>::ACC; ++i) acc[i] = 0.0f;
+        // Four steps per stage, k blocks 0, 16, 32 and 48 of the stage, in
+        // that order (wgmma steps of one warpgroup complete in issue order,
+        // each on the accumulator the previous one left).
+        for (int s = 0; s < stages; ++s, ++it) {
+            const int slot = (int)(it % STAGES);
+            bar_wait(&full[slot], (unsigned)((it / STAGES) & 1));
+            const unsigned tile_smem = smem(tiles + slot * Shape<BM>::STAGE_BYTES);
+            const unsigned sa = tile_smem + (BM == 128 ? wgrp * BP_WG_BLOCK_BYTES : 0);
+            const unsigned sb = tile_smem + Shape<BM>::A_BYTES + (BM == 128 ? 0 : wgrp * BP_WG_BLOCK_BYTES);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                // K-major: the next k block 32 bytes along the row; 8-row
+                // groups 1024 bytes apart (the leading offset is unused).
+                const unsigned long long da = desc(sa + j * 32, 16, 1024);
+                if (MODE == B_KN) {
+                    // MN-major: 16 rows of k per step; the 64-column blocks
+                    // 8 KiB apart (leading), 8-row groups of k 1024 apart.
+                    wgmma16<1>(acc, da, desc(sb + j * 16 * 128, BP_WG_BLOCK_BYTES, 1024));
+                } else {
+                    wgmma16<0>(acc, da, desc(sb + j * 32, 16, 1024));
+                }
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            // The steps on the previous stage are done: its slot is free.
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            if (s > 0 && releases) bar_arrive(&empty[(it - 1) % STAGES]);
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        if (stages > 0 && releases) bar_arrive(&empty[(it - 1) % STAGES]);
+        epilogue(m0, n0, acc);
+    }
+}
+
+// The tile row and column of acc[4 i + e] (computing threads only).
 template <int BM>
 __device__ __forceinline__ int out_row(int e) {
     const int tid = threadIdx.x;
@@ -311,31 +368,23 @@ __device__ __forceinline__ int out_col(int i, int e) {
     return (BM == 128 ? 0 : (threadIdx.x >> 7) * 64) + i * 8 + (threadIdx.x & 3) * 2 + (e & 1);
 }
 
-// The stages: the first 1024-byte boundary of dynamic shared memory.
-__device__ __forceinline__ unsigned char* stage_base(unsigned char* dynamic) {
-    return dynamic + ((1024u - (smem(dynamic) & 1023u)) & 1023u);
-}
-
-// The gate/up kernels: z = x w1^T for the block's units, then `epilogue(t,
+// The gate/up kernels: z = x w1^T for the tile's units, then `epilogue(t,
 // j, g, u)` on each (token, unit) in range. Of a thread's 8-column groups i,
 // those with bit 2 clear hold gate values, i + 4 the same units' up values.
 template <int BM, typename Epilogue>
 __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long x_ld, const bf16_t* __restrict__ w1,
                                         int T, int H, int F, Epilogue epilogue) {
-    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
-    const int m0 = blockIdx.y * BM;
-    const int j0 = blockIdx.x * (Shape<BM>::BN / 2);
-    float acc[Shape<BM>::ACC];
-    tile_mma<B_GATE_UP, BM>(stage_base(bp_wg_smem), x, x_ld, T, m0, w1, H, F, j0, H, acc);
+    tiles_mma<B_GATE_UP, BM>(x, x_ld, T, w1, H, F, H, [&](int m0, int j0, float(&acc)[Shape<BM>::ACC]) {
 #pragma unroll
-    for (int i = 0; i < Shape<BM>::ACC / 4; ++i) {
-        if (i & 4) continue;
+        for (int i = 0; i < Shape<BM>::ACC / 4; ++i) {
+            if (i & 4) continue;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int t = m0 + out_row<BM>(e), j = j0 + gate_up_unit(out_col<BM>(i, e));
-            if (t < T && j < F) epilogue(t, j, acc[4 * i + e], acc[4 * (i + 4) + e]);
+            for (int e = 0; e < 4; ++e) {
+                const int t = m0 + out_row<BM>(e), j = j0 + gate_up_unit(out_col<BM>(i, e));
+                if (t < T && j < F) epilogue(t, j, acc[4 * i + e], acc[4 * (i + 4) + e]);
+            }
         }
-    }
+    });
 }
 
 template <int BM>
@@ -343,7 +392,7 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
                                             const bf16_t* __restrict__ w1, int T, int H, int F,
                                             bf16_t* __restrict__ h, float* __restrict__ z) {
     __shared__ double pow2[BP_EXP_TABLE];
-    exp_table_load(pow2);  // tile_mma's barriers order it before any read
+    exp_table_load(pow2);  // tiles_mma's barrier orders it before any read
     gate_up<BM>(x + x_off, x_ld, w1, T, H, F, [&](int t, int j, float g, float u) {
         h[(long long)t * F + j] = swiglu::h_value(g, u, pow2);
         float* zr = z + (long long)t * 2 * F;
@@ -352,24 +401,20 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
     });
 }
 
-// C = A B on a BM x BN tile, then `epilogue(m, n, c)` on each output in
-// range.
+// C = A B, then `epilogue(m, n, c)` on each output in range.
 template <int MODE, int BM, typename Epilogue>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                      const bf16_t* __restrict__ b, int M, int N, int K, Epilogue epilogue) {
-    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
-    const int m0 = blockIdx.y * BM;
-    const int n0 = blockIdx.x * Shape<BM>::BN;
-    float acc[Shape<BM>::ACC];
-    tile_mma<MODE, BM>(stage_base(bp_wg_smem), a + a_off, a_ld, M, m0, b,
-                       MODE == B_KN ? (long long)N : (long long)K, N, n0, K, acc);
+    tiles_mma<MODE, BM>(a + a_off, a_ld, M, b, MODE == B_KN ? (long long)N : (long long)K, N, K,
+                        [&](int m0, int n0, float(&acc)[Shape<BM>::ACC]) {
 #pragma unroll
-    for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
+                            for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
-            if (m < M && n < N) epilogue(m, n, acc[4 * i + e]);
-        }
+                                for (int e = 0; e < 4; ++e) {
+                                    const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
+                                    if (m < M && n < N) epilogue(m, n, acc[4 * i + e]);
+                                }
+                        });
 }
 
 // dh = bf16(dy w2) (M = T, N = F, K = H), then dz from dh and the forward's

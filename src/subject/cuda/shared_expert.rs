@@ -46,8 +46,12 @@ use oracles::op::shared_expert::SharedExpert;
 use oracles::profile::shared_expert::SharedExpertProfile;
 use std::sync::{Arc, OnceLock};
 
-/// `BP_SE_THREADS`: threads per block of every kernel.
+/// `BP_SE_THREADS`: threads per block of every kernel but `cuda-wgmma`'s
+/// ([`Variant::threads`]).
 pub const THREADS: u32 = 256;
+/// `cuda-wgmma`'s `BP_SE_THREADS`: two computing warpgroups and one that
+/// copies.
+pub const WG_THREADS: u32 = 384;
 /// `BP_SE_BM`, `BP_SE_BN`: the output tile of one block (rows x columns),
 /// but for `cuda-wgmma`'s ([`Variant::tile_n`]).
 pub const TILE_M: usize = 128;
@@ -170,6 +174,22 @@ impl Variant {
             Variant::TensorCore => TC_SMEM,
             Variant::Wgmma => WG_SMEM,
         }
+    }
+
+    /// Threads per block (`BP_SE_THREADS`).
+    pub fn threads(self) -> u32 {
+        if self == Variant::Wgmma {
+            WG_THREADS
+        } else {
+            THREADS
+        }
+    }
+
+    /// Whether the kernels loop over their tiles (`cuda-wgmma`): the grid
+    /// is one block per multiprocessor, or one per tile where there are
+    /// fewer tiles; the other sources take a block per tile.
+    pub fn persistent(self) -> bool {
+        self == Variant::Wgmma
     }
 
     /// Whether the forward keeps z (T x 2F f32) for the backward, as
@@ -451,9 +471,11 @@ impl Subject<SharedExpert> for CudaSharedExpert {
 impl Kernels {
     /// The function and launch shape of `step` on `plan`: tiles of 128 rows
     /// and [`Variant::tile_n`] columns, or of 64 x 128 where the source has
-    /// them and the larger tiles' grid would leave multiprocessors idle. The tile changes no bit (an output's
-    /// chain does not depend on it); batch invariance checks that it does
-    /// not.
+    /// them and the larger tiles would leave multiprocessors idle; a block
+    /// per tile, or per multiprocessor where the kernels loop over their
+    /// tiles ([`Variant::persistent`]). Neither the tile nor the grid
+    /// changes a bit (an output's chain depends on neither); batch
+    /// invariance checks that.
     fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig), SubjectError> {
         let full_n = step.grid_n(plan, self.variant.tile_n());
         let small = match self.tiles {
@@ -468,24 +490,22 @@ impl Kernels {
         let Some(f) = f else {
             return Err(SubjectError::Invalid(format!("{}: no {step:?} step", self.variant.name())));
         };
-        // grid_n <= 2^31 / 64: N < 2^31 (plan). The 128-row grid is within
-        // CUDA's y limit (plan); `auto` takes the 64-row one only where the
-        // large tiles' grid has fewer blocks than the GPU has
-        // multiprocessors, so its y dimension is tiny then.
         let grid_m = plan.t.div_ceil(tile_m);
-        if grid_m > MAX_GRID_Y {
-            // Only where BITPARITY_TILES=small forces the 64-row tiles.
-            return Err(SubjectError::Unavailable(format!(
-                "T = {}: more than {MAX_GRID_Y} blocks of {tile_m} rows",
-                plan.t
-            )));
-        }
-        let grid_m = grid_m as u32;
+        let grid_dim = if self.variant.persistent() {
+            // Tiles, walked by the blocks in turn: grid_n <= 2^31 / 64 (N <
+            // 2^31, plan), grid_m <= T.
+            let tiles = grid_n.saturating_mul(grid_m);
+            (tiles.min(self.multiprocessors).max(1) as u32, 1, 1)
+        } else {
+            // grid_n <= 2^31 / 64: N < 2^31 (plan); the 128-row grid is
+            // within CUDA's y limit (plan).
+            (grid_n as u32, grid_m as u32, 1)
+        };
         Ok((
             f,
             LaunchConfig {
-                grid_dim: (grid_n as u32, grid_m, 1),
-                block_dim: (THREADS, 1, 1),
+                grid_dim,
+                block_dim: (self.variant.threads(), 1, 1),
                 shared_mem_bytes: self.variant.dynamic_smem(),
             },
         ))
@@ -774,7 +794,7 @@ mod tests {
                     assert_eq!(define(text, smem), Some(v.dynamic_smem() as u64));
                 }
             }
-            assert_eq!(define(text, "BP_SE_THREADS"), Some(THREADS as u64), "{}", source.name);
+            assert_eq!(define(text, "BP_SE_THREADS"), Some(v.threads() as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BM"), Some(TILE_M as u64), "{}", source.name);
             assert_eq!(define(text, "BP_SE_BN"), Some(v.tile_n() as u64), "{}", source.name);
             // Every step's entry point, with its 64-row twin where it has one.
