@@ -209,6 +209,29 @@ __device__ __forceinline__ void bar_wait(unsigned long long* b, unsigned parity)
     } while (!done);
 }
 
+// A CUtensorMap (the host encodes it: src/subject/cuda/tma.rs), passed by
+// value as a __grid_constant__ parameter.
+struct __align__(64) TmaDesc {
+    unsigned long long opaque[16];
+};
+
+// The box of `map` at (inner, outer) into shared memory at dst (1024-byte
+// aligned: the map's 128-byte swizzle is wgmma's), completing on `bar`'s
+// transaction count. Outside the tensor the box holds zeros.
+__device__ __forceinline__ void tma_load(unsigned char* dst, const TmaDesc* map, int inner, int outer,
+                                         unsigned long long* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+            "r"(smem(dst)),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(smem(bar))
+        : "memory");
+}
+__device__ __forceinline__ void bar_expect(unsigned long long* b, unsigned bytes) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(smem(b)),
+                 "r"(bytes)
+                 : "memory");
+}
+
 // One GEMM of the block's tiles, A (M x K, row m at a + m lda) times B (by
 // MODE), over BM x BN tiles: tile i of the grid's persistent loop is tile
 // row i / tiles_n, column i % tiles_n; column c of the tile is output column
@@ -220,7 +243,7 @@ __device__ __forceinline__ void bar_wait(unsigned long long* b, unsigned parity)
 template <int MODE, int BM, typename Epilogue>
 __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long long lda, int M,
                                           const bf16_t* __restrict__ b, long long ldb, int N, int K,
-                                          Epilogue epilogue) {
+                                          const TmaDesc* ta, const TmaDesc* tb, bool tma, Epilogue epilogue) {
     extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
     // full[s]: stage s copied (one arrival per copying thread); empty[s]:
     // its steps done (one arrival per computing warp).
@@ -232,7 +255,7 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
     const int tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            bar_init(&full[s], 128);
+            bar_init(&full[s], tma ? 1 : 128);
             bar_init(&empty[s], 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -250,6 +273,41 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
         // and BN / 16 of B per stage, STAGES - 2 stages in flight.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         const int ct = tid - 256;
+        if (tma) {
+            // One thread issues the bulk tensor copies: A's box of BM rows,
+            // then B's boxes (NK: one of BN rows; KN: one per 64-column
+            // block; GATE_UP: per 64 tile rows, 32 gate rows and their 32
+            // up rows), each 64 wide in k (or n), 128 bytes.
+            if (ct != 0) return;
+            long long it = 0;
+            for (long long tile = blockIdx.x; tile < tiles_all; tile += gridDim.x) {
+                const int m0 = (int)(tile / tiles_n) * BM, n0 = (int)(tile % tiles_n) * TILE_COLS;
+                for (int s = 0; s < stages; ++s, ++it) {
+                    const int slot = (int)(it % STAGES);
+                    if (it >= STAGES) bar_wait(&empty[slot], (unsigned)((it / STAGES - 1) & 1));
+                    unsigned char* sa = tiles + slot * Shape<BM>::STAGE_BYTES;
+                    unsigned char* sb = sa + Shape<BM>::A_BYTES;
+                    const int k0 = s * BP_WG_BK;
+                    bar_expect(&full[slot], Shape<BM>::STAGE_BYTES);
+                    tma_load(sa, ta, k0, m0, &full[slot]);
+                    if (MODE == B_NK) {
+                        tma_load(sb, tb, k0, n0, &full[slot]);
+                    } else if (MODE == B_KN) {
+#pragma unroll
+                        for (int cb = 0; cb < BN / 64; ++cb)
+                            tma_load(sb + cb * BP_WG_BLOCK_BYTES, tb, n0 + cb * 64, k0, &full[slot]);
+                    } else {
+#pragma unroll
+                        for (int blk = 0; blk < BN / 64; ++blk) {
+                            const int unit = n0 + blk * 32;
+                            tma_load(sb + blk * BP_WG_BLOCK_BYTES, tb, k0, unit, &full[slot]);
+                            tma_load(sb + blk * BP_WG_BLOCK_BYTES + 4096, tb, k0, N + unit, &full[slot]);
+                        }
+                    }
+                }
+            }
+            return;
+        }
         const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
         const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
         long long it = 0, signalled = 0;
@@ -373,8 +431,9 @@ __device__ __forceinline__ int out_col(int i, int e) {
 // those with bit 2 clear hold gate values, i + 4 the same units' up values.
 template <int BM, typename Epilogue>
 __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long x_ld, const bf16_t* __restrict__ w1,
-                                        int T, int H, int F, Epilogue epilogue) {
-    tiles_mma<B_GATE_UP, BM>(x, x_ld, T, w1, H, F, H, [&](int m0, int j0, float(&acc)[Shape<BM>::ACC]) {
+                                        int T, int H, int F, const TmaDesc* ta, const TmaDesc* tb, bool tma,
+                                        Epilogue epilogue) {
+    tiles_mma<B_GATE_UP, BM>(x, x_ld, T, w1, H, F, H, ta, tb, tma, [&](int m0, int j0, float(&acc)[Shape<BM>::ACC]) {
 #pragma unroll
         for (int i = 0; i < Shape<BM>::ACC / 4; ++i) {
             if (i & 4) continue;
@@ -390,10 +449,11 @@ __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long 
 template <int BM>
 __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld,
                                             const bf16_t* __restrict__ w1, int T, int H, int F,
-                                            bf16_t* __restrict__ h, float* __restrict__ z) {
+                                            bf16_t* __restrict__ h, float* __restrict__ z, const TmaDesc* ta,
+                                            const TmaDesc* tb, bool tma) {
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);  // tiles_mma's barrier orders it before any read
-    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, [&](int t, int j, float g, float u) {
+    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, ta, tb, tma, [&](int t, int j, float g, float u) {
         h[(long long)t * F + j] = swiglu::h_value(g, u, pow2);
         float* zr = z + (long long)t * 2 * F;
         zr[j] = g;
@@ -404,8 +464,9 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
 // C = A B, then `epilogue(m, n, c)` on each output in range.
 template <int MODE, int BM, typename Epilogue>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
-                                     const bf16_t* __restrict__ b, int M, int N, int K, Epilogue epilogue) {
-    tiles_mma<MODE, BM>(a + a_off, a_ld, M, b, MODE == B_KN ? (long long)N : (long long)K, N, K,
+                                     const bf16_t* __restrict__ b, int M, int N, int K, const TmaDesc* ta,
+                                     const TmaDesc* tb, bool tma, Epilogue epilogue) {
+    tiles_mma<MODE, BM>(a + a_off, a_ld, M, b, MODE == B_KN ? (long long)N : (long long)K, N, K, ta, tb, tma,
                         [&](int m0, int n0, float(&acc)[Shape<BM>::ACC]) {
 #pragma unroll
                             for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
@@ -422,10 +483,11 @@ __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, lo
 template <int BM>
 __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                            const bf16_t* __restrict__ b, const float* __restrict__ z, int M,
-                                           int N, int K, bf16_t* __restrict__ dz) {
+                                           int N, int K, bf16_t* __restrict__ dz, const TmaDesc* ta,
+                                           const TmaDesc* tb, bool tma) {
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);
-    gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, [&](int t, int j, float c) {
+    gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, ta, tb, tma, [&](int t, int j, float c) {
         const float d = swiglu::bf16_value(swiglu::bf16_rne(c));
         const float* zr = z + (long long)t * 2 * N;
         bf16_t* row = dz + (long long)t * 2 * N;
@@ -439,29 +501,36 @@ __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_o
 using namespace bp;
 using namespace bp::wg;
 
-// The entry points, each with BM = 128 and (NAME_m64) BM = 64.
+// The entry points, each with BM = 128 and (NAME_m64) BM = 64. The last
+// three parameters: the tensor maps of A (at its offset) and B, and whether
+// to copy through them (tma = 0: the maps are unused; cp.async).
+#define BP_WG_TMA const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb, int tma
 #define BP_WG_ENTRIES(NAME, BM)                                                                                   \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
         se_gate_up_fwd##NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld,                            \
                              const bf16_t* __restrict__ w1, int T, int H, int F, bf16_t* __restrict__ h,          \
-                             float* __restrict__ z) {                                                            \
-        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h, z);                                                      \
+                             float* __restrict__ z, BP_WG_TMA) {                                                 \
+        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h, z, &ta, &tb, tma != 0);                                  \
     }                                                                                                            \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
         se_gemm_nk_bf16##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                           \
-                              const bf16_t* __restrict__ b, int M, int N, int K, bf16_t* __restrict__ out) {     \
-        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K,                                                               \
+                              const bf16_t* __restrict__ b, int M, int N, int K, bf16_t* __restrict__ out,       \
+                              BP_WG_TMA) {                                                                       \
+        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0,                                           \
                        [&](int m, int n, float c) { out[(long long)m * N + n] = swiglu::bf16_rne(c); });          \
     }                                                                                                            \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
         se_gemm_kn_dz##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, \
-                            const float* __restrict__ z, int M, int N, int K, bf16_t* __restrict__ dz) {         \
-        gemm_kn_dz<BM>(a, a_off, a_ld, b, z, M, N, K, dz);                                                       \
+                            const float* __restrict__ z, int M, int N, int K, bf16_t* __restrict__ dz,           \
+                            BP_WG_TMA) {                                                                         \
+        gemm_kn_dz<BM>(a, a_off, a_ld, b, z, M, N, K, dz, &ta, &tb, tma != 0);                                   \
     }                                                                                                            \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
         se_gemm_kn_f32##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                            \
-                             const bf16_t* __restrict__ b, int M, int N, int K, float* __restrict__ out) {       \
-        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, [&](int m, int n, float c) { out[(long long)m * N + n] = c; }); \
+                             const bf16_t* __restrict__ b, int M, int N, int K, float* __restrict__ out,         \
+                             BP_WG_TMA) {                                                                        \
+        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0,                                           \
+                       [&](int m, int n, float c) { out[(long long)m * N + n] = c; });                            \
     }
 
 BP_WG_ENTRIES(, 128)

@@ -27,6 +27,7 @@ pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
 pub mod shared_expert_cublas;
+pub mod tma;
 
 pub use device::{device, Device, DeviceInfo};
 pub use seqwise_loss::{probe, CudaSeqwise};

@@ -37,6 +37,7 @@
 
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
 use super::guard::Guarded;
+use super::tma::TensorMap;
 use super::{KernelId, GAP_POISON};
 use crate::knobs;
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
@@ -476,16 +477,17 @@ impl Kernels {
     /// tiles ([`Variant::persistent`]). Neither the tile nor the grid
     /// changes a bit (an output's chain depends on neither); batch
     /// invariance checks that.
-    fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig), SubjectError> {
+    /// Also whether it took the small tiles.
+    fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig, bool), SubjectError> {
         let full_n = step.grid_n(plan, self.variant.tile_n());
         let small = match self.tiles {
             knobs::Tiles::Auto => full_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors,
             knobs::Tiles::Large => false,
             knobs::Tiles::Small => true,
         };
-        let (f, tile_m, grid_n) = match &self.m64 {
-            Some(m64) if small => (&m64[step as usize], TILE_M / 2, step.grid_n(plan, TILE_N)),
-            _ => (&self.full[step as usize], TILE_M, full_n),
+        let (f, tile_m, grid_n, small) = match &self.m64 {
+            Some(m64) if small => (&m64[step as usize], TILE_M / 2, step.grid_n(plan, TILE_N), true),
+            _ => (&self.full[step as usize], TILE_M, full_n, false),
         };
         let Some(f) = f else {
             return Err(SubjectError::Invalid(format!("{}: no {step:?} step", self.variant.name())));
@@ -508,6 +510,7 @@ impl Kernels {
                 block_dim: (self.variant.threads(), 1, 1),
                 shared_mem_bytes: self.variant.dynamic_smem(),
             },
+            small,
         ))
     }
 }
@@ -551,7 +554,9 @@ impl DeviceSharedExpertCase {
         let Plan { t, h, f, .. } = self.plan;
         let (ti, hi, fi, f2) = (t as i32, h as i32, f as i32, 2 * f as i32);
         let kernels = self.kernels.clone();
-        let (function, config) = kernels.launch_of(step, &self.plan)?;
+        let (function, config, small) = kernels.launch_of(step, &self.plan)?;
+        let (ta, tb, tma) = self.tensor_maps(step, small)?;
+        let tma = tma as i32;
         let keeps_z = kernels.variant.keeps_z();
         let zero = 0i32;
         let (ld_h, ld_dz) = (f as i64, 2 * f as i64);
@@ -579,6 +584,9 @@ impl DeviceSharedExpertCase {
                 // shared memory as the source takes it
                 // (Variant::dynamic_smem, the limit raised at load). The
                 // buffers outlive the launch (frees are stream-ordered).
+                if kernels.variant.persistent() {
+                    b.arg(&ta).arg(&tb).arg(&tma);
+                }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gate_up_fwd launch"))?;
             }
             Step::Down => {
@@ -595,6 +603,9 @@ impl DeviceSharedExpertCase {
                 // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
                 // (T x H). Sizes within i32 (plan).
+                if kernels.variant.persistent() {
+                    b.arg(&ta).arg(&tb).arg(&tma);
+                }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
             }
             Step::Dh => {
@@ -617,6 +628,9 @@ impl DeviceSharedExpertCase {
                 // F, K = H, out = dh (T x F); z and dz T x 2F (the forward
                 // wrote z: launch_backward runs it first where it has not).
                 // Sizes within i32 (plan).
+                if kernels.variant.persistent() {
+                    b.arg(&ta).arg(&tb).arg(&tma);
+                }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
             }
             Step::GateUpBwd => {
@@ -649,10 +663,42 @@ impl DeviceSharedExpertCase {
                 // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
                 // out = dx (T x H).
+                if kernels.variant.persistent() {
+                    b.arg(&ta).arg(&tb).arg(&tma);
+                }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
             }
         }
         Ok(())
+    }
+
+    /// The tensor maps of `step`'s A and B for `cuda-wgmma` (with the tile
+    /// `small` says), and whether the kernel copies through them: only where
+    /// TMA can address both (16-byte aligned rows); otherwise, and for the
+    /// other sources, unused maps and cp.async.
+    fn tensor_maps(&self, step: Step, small: bool) -> Result<(TensorMap, TensorMap, bool), SubjectError> {
+        let none = Ok((TensorMap::unused(), TensorMap::unused(), false));
+        if !self.kernels.variant.persistent() {
+            return none;
+        }
+        let Plan { t, h, f, .. } = self.plan;
+        let (bm, bn) = if small { (TILE_M / 2, TILE_N) } else { (TILE_M, 2 * TILE_N) };
+        // A window's rows start `offset` elements into x (and dy); the
+        // storage holds them (plan).
+        let at = |p: &u64| p + 2 * self.offset as u64;
+        let stride = self.stride as usize;
+        // (A: address, rows, columns, row stride), (B: the same, box rows).
+        let ((a, ar, ac, ald), (b, br, bc, bld, bbox)) = match step {
+            Step::GateUpFwd => ((at(self.x.arg()), t, h, stride), (*self.w1.arg(), 2 * f, h, h, 32)),
+            Step::Down => ((*self.hid.arg(), t, f, f), (*self.w2.arg(), h, f, f, bn)),
+            Step::Dh => ((at(self.dy.arg()), t, h, stride), (*self.w2.arg(), h, f, f, 64)),
+            Step::Dx => ((*self.dz.arg(), t, 2 * f, 2 * f), (*self.w1.arg(), 2 * f, h, h, 64)),
+            Step::GateUpBwd => return none,
+        };
+        match (TensorMap::bf16(a, ar, ac, ald, bm as u32)?, TensorMap::bf16(b, br, bc, bld, bbox as u32)?) {
+            (Some(ta), Some(tb)) => Ok((ta, tb, true)),
+            _ => none,
+        }
     }
 
     /// Makes the launches that follow run on the uploaded case's tokens
