@@ -472,7 +472,8 @@ impl Subject<SharedExpert> for CudaSharedExpert {
 impl Kernels {
     /// The function and launch shape of `step` on `plan`: tiles of 128 rows
     /// and [`Variant::tile_n`] columns, or of 64 x 128 where the source has
-    /// them and the larger tiles would leave multiprocessors idle; a block
+    /// them and they would finish first (the larger tiles leave
+    /// multiprocessors idle); a block
     /// per tile, or per multiprocessor where the kernels loop over their
     /// tiles ([`Variant::persistent`]). Neither the tile nor the grid
     /// changes a bit (an output's chain depends on neither); batch
@@ -481,7 +482,16 @@ impl Kernels {
     fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig, bool), SubjectError> {
         let full_n = step.grid_n(plan, self.variant.tile_n());
         let small = match self.tiles {
-            knobs::Tiles::Auto => full_n.saturating_mul(plan.grid_m as usize) < self.multiprocessors,
+            knobs::Tiles::Auto => {
+                // The busiest multiprocessor's time, in halves of a large
+                // tile's: a small tile (a quarter of the outputs) takes about
+                // half a large one's time (run 37: 242 against 563 TFLOP/s
+                // with full waves of each). Ties take the large tiles.
+                let waves = |tiles: usize| tiles.div_ceil(self.multiprocessors);
+                let large = full_n.saturating_mul(plan.grid_m as usize);
+                let small = step.grid_n(plan, TILE_N).saturating_mul(plan.t.div_ceil(TILE_M / 2));
+                waves(small) < 2 * waves(large)
+            }
             knobs::Tiles::Large => false,
             knobs::Tiles::Small => true,
         };
