@@ -28,7 +28,7 @@ fi
 tar -C "$S" -czf "$S/logs.tgz" $(cd "$S" && ls *.log)
 grep -h "passed\|failed\|exit" "$S/smoke.log" | head -3
 for f in ours tiles-large tiles-small; do echo "-- $f"; grep -h -A5 "T x H x F" "$S/$f.log" | head -6; done
-grep -h "best_fwd_bwd_ms" "$S/torch.log" | cut -c1-60,300-
+grep -h '^{' "$S/torch.log"
 tail -2 "$S/sweep.log"
 grep -E "test result|FAILED|panicked|exit" "$S/gpu-test.log" 2>/dev/null | head
 rm -rf "$S"/*.log "$S/corpus" "$S/smoke.json"
