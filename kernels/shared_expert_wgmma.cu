@@ -21,18 +21,29 @@
 // Compiled for sm_90a (wgmma is an arch-specific feature of sm_90).
 //
 // ---------------------------------------------------------------------------
-// Design: a block of 256 threads (two warpgroups) computes a BM x BN tile:
-// 128 x 256, warpgroup w the rows 64 w .. 64 w + 63, all 256 columns, with
-// wgmma.m64n256k16; or (the `_m64` kernels, for grids too small to fill the
-// GPU) 64 x 128, all 64 rows and the columns 64 w .. 64 w + 63, with
-// wgmma.m64n64k16. A and B come from shared memory. K advances by 64 (four
-// steps) through Shape<BM>::STAGES buffers (4 of 48 KiB, or 8 of 24 KiB);
-// each thread copies its share of the stage STAGES - 2 ahead while the
-// tensor cores work. Which tile a launch takes changes no bit: an output's
-// chain is the same. cp.async copies 16 bytes when the source is 16-byte
-// aligned and whole, otherwise the thread loads the 8 values one by one with
-// zeros past the edges (odd H, offsets 1..3, odd row strides: slower, the
-// same bits).
+// Design: a block of 384 threads: warpgroup 2 copies the operands into
+// shared memory, warpgroups 0 and 1 compute (warp specialisation; setmaxnreg
+// moves the copier's registers to them). The computing warpgroups take a
+// BM x BN tile: 128 x 256, warpgroup w the rows 64 w .. 64 w + 63, all 256
+// columns, with wgmma.m64n256k16; or (the `_m64` kernels, where those tiles
+// would finish later) 64 x 128, all 64 rows and the columns 64 w .. 64 w +
+// 63, with wgmma.m64n64k16. A and B come from shared memory. K advances by
+// 64 (four steps) through Shape<BM>::STAGES buffers (4 of 48 KiB, or 8 of 24
+// KiB), handed between the warpgroups by two mbarriers per stage ("full":
+// copied; "empty": the steps on it done). The blocks are persistent: one per
+// multiprocessor (or per tile, where there are fewer tiles), each walking
+// the tiles blockIdx.x, blockIdx.x + gridDim.x, ..., so that the copier
+// fills the next tile's stages while the computing warpgroups run this
+// tile's epilogue. Which tile a launch takes and which block runs it change
+// no bit: an output's chain is the same.
+// Copies: where both operands' rows are 16-byte aligned (the host then
+// passes tensor maps and tma = 1), one thread of the copier loads each
+// stage with TMA (cp.async.bulk.tensor: boxes of 64 columns, the 128-byte
+// swizzle, zeros outside the matrix), completing on the stage's full
+// barrier. Otherwise (odd H or F, offsets 1..3, odd row strides) its 128
+// threads copy with cp.async, 16 bytes where the source is 16-byte aligned
+// and whole, else the 8 values one by one with zeros past the edges (slower,
+// the same bits), STAGES - 2 stages in flight per thread.
 // Shared memory: rows of 64 bf16 (128 bytes) with the 128-byte swizzle (the
 // 16-byte chunk c of row r at chunk c ^ (r mod 8)), every tile 1024-byte
 // aligned. A and the [n][k] operands are K-major (a row per m or n); the
@@ -47,11 +58,15 @@
 // forward's gate/up kernel also writes z (T x 2F f32, row t = [g, u]) and
 // the backward's dh GEMM (se_gemm_kn_dz) turns dh into dz with z, so that
 // there is no se_gate_up_bwd; and BP_WG_SMEM bytes of dynamic shared memory
-// (the function's limit raised to it first). Block (256, 1, 1), grid.y =
-// ceil(M / BM); the gate/up kernel takes grid.x = ceil(F / (BN / 2)) (gate
-// units j0 = BN / 2 blockIdx.x .. j0 + BN / 2 - 1 and their up units), the
-// GEMMs grid.x = ceil(N / BN). BM x BN = 128 x 256; each entry point below
-// also exists as NAME_m64, with 64 x 128.
+// (the function's limit raised to it first). Block (384, 1, 1); grid
+// (blocks, 1, 1), any number of blocks (the kernels loop over the tiles).
+// The gate/up kernel's tiles: ceil(F / (BN / 2)) along N (gate units j0 ..
+// j0 + BN / 2 - 1 and their up units), the GEMMs' ceil(N / BN); ceil(M /
+// BM) along M. BM x BN = 128 x 256; each entry point below also exists as
+// NAME_m64, with 64 x 128. Every entry point takes three more parameters
+// last: the tensor maps of A (at its offset: rows M, columns K, boxes of BM
+// rows) and B (GATE_UP: w1's 2F rows, boxes of 32; NK: N rows, boxes of BN;
+// KN: K rows of N columns, boxes of 64), and tma (1: copy through them).
 //   se_gate_up_fwd(x, x_off, x_ld, w1, T, H, F, h, z)
 //   se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K, out)   b[n*K + k]
 //   se_gemm_kn_dz(a, a_off, a_ld, b, z, M, N, K, dz)   b[k*N + n]; N = F:

@@ -50,8 +50,8 @@ pub const KERNEL_TIMEOUT: &str = "BITPARITY_KERNEL_TIMEOUT";
 pub const GUARDS: &str = "BITPARITY_GUARDS";
 /// `large` or `small`: the tile every launch of a CUDA subject with two
 /// takes (`cuda-wgmma`: 128 x 256 or 64 x 128), so that a run of small
-/// cases judges the large tiles too (default `auto`: small where the large
-/// tiles would leave multiprocessors idle).
+/// cases judges the large tiles too (default `auto`: the tile whose busiest
+/// multiprocessor finishes first, a small tile costing half a large one).
 pub const TILES: &str = "BITPARITY_TILES";
 
 /// The knobs that change which cases a run generates or where it runs

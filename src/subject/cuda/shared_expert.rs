@@ -23,8 +23,11 @@
 //! `cuda-wgmma` keeps z from the forward instead, as autograd does
 //! ([`Variant::keeps_z`]): four launches, the backward's dh GEMM turning dh
 //! into dz in its epilogue. Its tiles are 128 x 256 ([`Variant::tile_n`]),
-//! or 64 x 128 where those would leave multiprocessors idle
-//! ([`Variant::has_m64`]).
+//! or 64 x 128 where those would finish later ([`Variant::has_m64`]); its
+//! blocks are persistent, one per multiprocessor ([`Variant::persistent`]);
+//! it copies with TMA through tensor maps the subject encodes where the
+//! rows are 16-byte aligned, with cp.async otherwise (the same bits; tier A
+//! has both).
 //!
 //! Fail closed, as the other ops' subjects: no driver, GPU or NVRTC, or a
 //! kernel that does not compile, is an explicit reason ([`probe`]); an
