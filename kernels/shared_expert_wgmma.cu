@@ -502,11 +502,34 @@ __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_o
                                            const TmaDesc* tb, bool tma) {
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);
-    gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, ta, tb, tma, [&](int t, int j, float c) {
-        const float d = swiglu::bf16_value(swiglu::bf16_rne(c));
-        const float* zr = z + (long long)t * 2 * N;
-        bf16_t* row = dz + (long long)t * 2 * N;
-        swiglu::dz_values(zr[j], zr[N + j], d, pow2, &row[j], &row[N + j]);
+    constexpr int ACC = Shape<BM>::ACC;
+    tiles_mma<B_KN, BM>(a + a_off, a_ld, M, b, (long long)N, N, K, ta, tb, tma, [&](int m0, int n0, float(&acc)[ACC]) {
+        // Eight outputs at a time: their z values loaded first, all eight
+        // loads in flight together (one at a time, each waiting for the
+        // previous output's dz stores, the epilogue took as long as the
+        // GEMM: run 38).
+#pragma unroll
+        for (int i0 = 0; i0 < ACC / 4; i0 += 2) {
+            float g[8], u[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const int i = i0 + q / 4, e = q % 4;
+                const int t = m0 + out_row<BM>(e), j = n0 + out_col<BM>(i, e);
+                const float* zr = z + (long long)t * 2 * N;
+                const bool in = t < M && j < N;
+                g[q] = in ? zr[j] : 0.0f;
+                u[q] = in ? zr[N + j] : 0.0f;
+            }
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const int i = i0 + q / 4, e = q % 4;
+                const int t = m0 + out_row<BM>(e), j = n0 + out_col<BM>(i, e);
+                if (t >= M || j >= N) continue;
+                const float d = swiglu::bf16_value(swiglu::bf16_rne(acc[4 * i + e]));
+                bf16_t* row = dz + (long long)t * 2 * N;
+                swiglu::dz_values(g[q], u[q], d, pow2, &row[j], &row[N + j]);
+            }
+        }
     });
 }
 
