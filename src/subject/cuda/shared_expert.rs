@@ -83,8 +83,8 @@ pub struct Plan {
     pub t: usize,
     pub h: usize,
     pub f: usize,
-    /// Blocks of 128 rows along M (= T): the grid's y dimension, but where
-    /// a launch takes 64-row tiles (`BITPARITY_TILES`, [`Variant::has_m64`]).
+    /// Blocks of 128 rows along M (= T): the grid's y dimension where the
+    /// kernels take a block per tile and 128-row tiles.
     pub grid_m: u32,
 }
 
@@ -472,6 +472,16 @@ impl Subject<SharedExpert> for CudaSharedExpert {
     }
 }
 
+/// Whether `small` tiles of 64 x 128 finish before `large` ones of 128 x
+/// 256 on `multiprocessors`, by the busiest multiprocessor's time in halves
+/// of a large tile's: a small tile (a quarter of the outputs) takes about
+/// half a large one's time (run 37: 242 against 563 TFLOP/s with full waves
+/// of each). Ties take the large tiles.
+fn small_tiles_first(large: usize, small: usize, multiprocessors: usize) -> bool {
+    let waves = |tiles: usize| tiles.div_ceil(multiprocessors.max(1));
+    waves(small) < 2 * waves(large)
+}
+
 impl Kernels {
     /// The function and launch shape of `step` on `plan`: tiles of 128 rows
     /// and [`Variant::tile_n`] columns, or of 64 x 128 where the source has
@@ -485,16 +495,11 @@ impl Kernels {
     fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig, bool), SubjectError> {
         let full_n = step.grid_n(plan, self.variant.tile_n());
         let small = match self.tiles {
-            knobs::Tiles::Auto => {
-                // The busiest multiprocessor's time, in halves of a large
-                // tile's: a small tile (a quarter of the outputs) takes about
-                // half a large one's time (run 37: 242 against 563 TFLOP/s
-                // with full waves of each). Ties take the large tiles.
-                let waves = |tiles: usize| tiles.div_ceil(self.multiprocessors);
-                let large = full_n.saturating_mul(plan.grid_m as usize);
-                let small = step.grid_n(plan, TILE_N).saturating_mul(plan.t.div_ceil(TILE_M / 2));
-                waves(small) < 2 * waves(large)
-            }
+            knobs::Tiles::Auto => small_tiles_first(
+                full_n.saturating_mul(plan.grid_m as usize),
+                step.grid_n(plan, TILE_N).saturating_mul(plan.t.div_ceil(TILE_M / 2)),
+                self.multiprocessors,
+            ),
             knobs::Tiles::Large => false,
             knobs::Tiles::Small => true,
         };
@@ -867,6 +872,28 @@ mod tests {
                 assert!(!text.contains(banned), "{banned} in {}", source.name);
             }
         }
+    }
+
+    /// The tile rule at the timed shapes on the H200's 132 SMs, as run 38
+    /// measured each tile (reports/wgmma-2026-12-02): large at T = 2048
+    /// (dh's 128 tiles included), small at T = 256 and 16.
+    #[test]
+    fn the_tile_rule_takes_the_tile_that_finishes_first() {
+        let tiles = |step: Step, t: usize, h: usize, f: usize| {
+            let p = Plan { t, h, f, grid_m: t.div_ceil(TILE_M) as u32 };
+            (step.grid_n(&p, 2 * TILE_N) * t.div_ceil(TILE_M), step.grid_n(&p, TILE_N) * t.div_ceil(TILE_M / 2))
+        };
+        for step in [Step::GateUpFwd, Step::Down, Step::Dh, Step::Dx] {
+            for (t, h, small) in [(2048, 4096, false), (2048, 7168, false), (256, 4096, true), (16, 4096, true)] {
+                let (l, s) = tiles(step, t, h, 2048);
+                assert_eq!(small_tiles_first(l, s, 132), small, "{step:?} at T = {t}, H = {h}: {l} large, {s} small");
+            }
+        }
+        // dh at T = 2048: 128 large tiles, one wave; 512 small, four.
+        assert_eq!(tiles(Step::Dh, 2048, 4096, 2048), (128, 512));
+        // One multiprocessor: the large tiles, a quarter as many, win.
+        assert!(!small_tiles_first(4, 16, 1));
+        assert!(!small_tiles_first(0, 0, 0));
     }
 
     fn case(t: usize, h: usize, f: usize) -> SharedExpertCase {

@@ -35,7 +35,7 @@ impl TensorMap {
     /// address it: `ptr` not 16-byte aligned, or rows not a multiple of 16
     /// bytes apart (`ld` not a multiple of 8).
     pub fn bf16(ptr: u64, rows: usize, cols: usize, ld: usize, box_rows: u32) -> Result<Option<Self>, SubjectError> {
-        if ptr % 16 != 0 || ld % 8 != 0 || rows == 0 || cols == 0 || ld < cols {
+        if !ptr.is_multiple_of(16) || !ld.is_multiple_of(8) || rows == 0 || cols == 0 || ld < cols {
             return Ok(None);
         }
         let dims = [cols as u64, rows as u64];
@@ -66,5 +66,21 @@ impl TensorMap {
         };
         r.result().map_err(dev_err("cuTensorMapEncodeTiled"))?;
         Ok(Some(map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What TMA cannot address is refused before the driver is asked (no
+    /// GPU needed): the kernel then copies with cp.async.
+    #[test]
+    fn unaligned_rows_get_no_map() {
+        for (ptr, ld) in [(0x1000 + 2, 64), (0x1000 + 8, 64), (0x1000, 63), (0x1000, 4100), (0x1000, 7)] {
+            assert!(TensorMap::bf16(ptr, 4, 7.min(ld), ld, 64).expect("no driver call").is_none(), "{ptr:#x} {ld}");
+        }
+        assert!(TensorMap::bf16(0x1000, 0, 8, 8, 64).expect("no driver call").is_none());
+        assert!(TensorMap::bf16(0x1000, 4, 16, 8, 64).expect("no driver call").is_none(), "ld < cols");
     }
 }
