@@ -103,10 +103,15 @@ pub enum Class {
     /// column tiles (64) of the GPU kernels' tiling (their tile-loading
     /// mutants lived while H and F stayed within 16).
     TileSpan,
+    /// H, F, the offset and the row stride all multiples of 8: every row of
+    /// every operand 16-byte aligned, so that `cuda-wgmma` copies every
+    /// kernel's operands with TMA (and the others take their 16-byte
+    /// copies); in the other cases some of its kernels take cp.async.
+    AlignedRows,
 }
 
 impl Class {
-    pub const ALL: [Class; 25] = [
+    pub const ALL: [Class; 26] = [
         Class::TOne,
         Class::TTwoThree,
         Class::TOdd,
@@ -132,6 +137,7 @@ impl Class {
         Class::GZero,
         Class::Overflow,
         Class::TileSpan,
+        Class::AlignedRows,
     ];
 }
 
@@ -588,6 +594,8 @@ pub fn classify(case: &SharedExpertCase) -> BTreeSet<Class> {
     add(f % 2 == 1, Class::FOdd);
     add(case.layout.offset != 0, Class::Offset);
     add(case.layout.row_stride > h, Class::RowStride);
+    let eighths = [h, f, case.layout.offset, case.layout.row_stride];
+    add(eighths.iter().all(|v| v % 8 == 0), Class::AlignedRows);
     let inputs = || case.x.iter().chain(&case.w1).chain(&case.w2).chain(&case.dy).copied();
     add(inputs().any(|v| v != 0.0 && v.is_finite() && !v.is_normal()), Class::Subnormal);
     add(inputs().any(|v| v == 0.0 && v.is_sign_negative()), Class::SignedZero);
@@ -873,6 +881,32 @@ mod tests {
             w2: (0..6).map(|i| 0.5 - i as f32 / 4.0).collect(),
             dy: vec![1.0, 1.0, -1.0, 0.5, 0.25, 2.0],
         }
+    }
+
+    /// aligned-rows needs all four of H, F, the offset and the row stride
+    /// to be multiples of 8.
+    #[test]
+    fn aligned_rows_needs_every_row_aligned() {
+        let aligned = |h: usize, f: usize, offset: usize, row_stride: usize| {
+            let c = SharedExpertCase {
+                t: 1,
+                h,
+                f,
+                layout: Layout { offset, row_stride },
+                x: vec![1.0; h],
+                w1: vec![0.5; 2 * f * h],
+                w2: vec![0.25; h * f],
+                dy: vec![1.0; h],
+            };
+            assert_eq!(c.validate(), Ok(()));
+            classify(&c).contains(&Class::AlignedRows)
+        };
+        assert!(aligned(8, 16, 0, 8));
+        assert!(aligned(16, 8, 0, 24));
+        assert!(!aligned(8, 16, 1, 8), "offset");
+        assert!(!aligned(8, 16, 0, 9), "stride");
+        assert!(!aligned(12, 16, 0, 12), "H");
+        assert!(!aligned(8, 12, 0, 8), "F");
     }
 
     #[test]
