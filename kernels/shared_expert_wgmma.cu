@@ -260,8 +260,9 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
                                           const bf16_t* __restrict__ b, long long ldb, int N, int K,
                                           const TmaDesc* ta, const TmaDesc* tb, bool tma, Epilogue epilogue) {
     extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
-    // full[s]: stage s copied (one arrival per copying thread); empty[s]:
-    // its steps done (one arrival per computing warp).
+    // full[s]: stage s copied (one arrival per copying thread; with TMA,
+    // one arrival and the copies' bytes); empty[s]: its steps done (one
+    // arrival per computing warp).
     __shared__ __align__(8) unsigned long long full[Shape<BM>::STAGES], empty[Shape<BM>::STAGES];
     unsigned char* tiles = bp_wg_smem + ((1024u - (smem(bp_wg_smem) & 1023u)) & 1023u);
     constexpr int STAGES = Shape<BM>::STAGES;
@@ -284,8 +285,9 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
     const int stages = (K + BP_WG_BK - 1) / BP_WG_BK;
 
     if (tid >= 256) {
-        // The copying warpgroup: 128 threads, each BM / 16 chunks of 8 of A
-        // and BN / 16 of B per stage, STAGES - 2 stages in flight.
+        // The copying warpgroup: with TMA one thread; otherwise 128
+        // threads, each BM / 16 chunks of 8 of A and BN / 16 of B per stage
+        // (below), STAGES - 2 stages in flight.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         const int ct = tid - 256;
         if (tma) {

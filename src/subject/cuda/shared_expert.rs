@@ -483,15 +483,14 @@ fn small_tiles_first(large: usize, small: usize, multiprocessors: usize) -> bool
 }
 
 impl Kernels {
-    /// The function and launch shape of `step` on `plan`: tiles of 128 rows
-    /// and [`Variant::tile_n`] columns, or of 64 x 128 where the source has
-    /// them and they would finish first (the larger tiles leave
-    /// multiprocessors idle); a block
-    /// per tile, or per multiprocessor where the kernels loop over their
-    /// tiles ([`Variant::persistent`]). Neither the tile nor the grid
-    /// changes a bit (an output's chain depends on neither); batch
-    /// invariance checks that.
-    /// Also whether it took the small tiles.
+    /// The function and launch shape of `step` on `plan`, and whether it
+    /// takes the small tiles: tiles of 128 rows and [`Variant::tile_n`]
+    /// columns, or of 64 x 128 where the source has them and they finish
+    /// first ([`small_tiles_first`]); a block per tile, or per
+    /// multiprocessor where the kernels loop over their tiles
+    /// ([`Variant::persistent`]). Neither the tile nor the grid changes a
+    /// bit (an output's chain depends on neither); batch invariance checks
+    /// that.
     fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig, bool), SubjectError> {
         let full_n = step.grid_n(plan, self.variant.tile_n());
         let small = match self.tiles {
@@ -603,6 +602,7 @@ impl DeviceSharedExpertCase {
                 // (Variant::dynamic_smem, the limit raised at load). The
                 // buffers outlive the launch (frees are stream-ordered).
                 if kernels.variant.persistent() {
+                    // cuda-wgmma's three last parameters (BP_WG_TMA).
                     b.arg(&ta).arg(&tb).arg(&tma);
                 }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gate_up_fwd launch"))?;
@@ -622,6 +622,7 @@ impl DeviceSharedExpertCase {
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
                 // (T x H). Sizes within i32 (plan).
                 if kernels.variant.persistent() {
+                    // cuda-wgmma's three last parameters (BP_WG_TMA).
                     b.arg(&ta).arg(&tb).arg(&tma);
                 }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
@@ -647,6 +648,7 @@ impl DeviceSharedExpertCase {
                 // wrote z: launch_backward runs it first where it has not).
                 // Sizes within i32 (plan).
                 if kernels.variant.persistent() {
+                    // cuda-wgmma's three last parameters (BP_WG_TMA).
                     b.arg(&ta).arg(&tb).arg(&tma);
                 }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
@@ -682,6 +684,7 @@ impl DeviceSharedExpertCase {
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
                 // out = dx (T x H).
                 if kernels.variant.persistent() {
+                    // cuda-wgmma's three last parameters (BP_WG_TMA).
                     b.arg(&ta).arg(&tb).arg(&tma);
                 }
                 unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
