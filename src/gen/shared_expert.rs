@@ -233,15 +233,23 @@ fn generate_reference<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedEx
             *v = if rng.random_bool(0.5) { 0.0 } else { -0.0 };
         }
     }
-    let layout = if cfg.shapes == Shapes::ReferenceDense {
-        Layout::dense(h)
-    } else {
-        Layout {
-            offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
-            row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
-        }
-    };
+    let layout = if cfg.shapes == Shapes::ReferenceDense { Layout::dense(h) } else { layout(rng, h, f) };
     SharedExpertCase { t, h, f, layout, x, w1, w2, dy }
+}
+
+/// Where x and dy lie: an offset of 1..3 in half the cases, a row stride
+/// of H + 1..5 in half. Where H and F are multiples of 8, three cases in
+/// four keep every row 16-byte aligned instead (offset 0, stride H, H + 8 or
+/// H + 16): `cuda-wgmma` copies such rows with TMA, whose tensor maps carry
+/// the stride, and no other layout reaches that path with a stride past H.
+fn layout<R: Rng + ?Sized>(rng: &mut R, h: usize, f: usize) -> Layout {
+    if h.is_multiple_of(8) && f.is_multiple_of(8) && rng.random_bool(0.75) {
+        return Layout { offset: 0, row_stride: h + 8 * rng.random_range(0..=2) };
+    }
+    Layout {
+        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
+        row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
+    }
 }
 
 /// (T, H, F) within the config: T mostly <= 8; at a tile edge H, F <= 3.
@@ -502,10 +510,7 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCa
             }
         }
     }
-    let layout = Layout {
-        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
-        row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
-    };
+    let layout = layout(rng, h, f);
     let mut case = SharedExpertCase { t, h, f, layout, x, w1, w2, dy };
     // Gates in the sigmoid's lower tail: a gate row scaled by a power of
     // two so that g of one token lands in -88..-24, where sig ~ e^g keeps
@@ -881,6 +886,27 @@ mod tests {
             w2: (0..6).map(|i| 0.5 - i as f32 / 4.0).collect(),
             dy: vec![1.0, 1.0, -1.0, 0.5, 0.25, 2.0],
         }
+    }
+
+    /// Tier A reaches the TMA copies (aligned-rows), with strides past H
+    /// too, in a few percent of its cases (0.8 % before the aligned
+    /// layouts: 78 of run 39's 10,000).
+    #[test]
+    fn aligned_rows_come_with_and_without_a_stride() {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        let (mut dense, mut strided) = (0, 0);
+        for _ in 0..4000 {
+            let c = generate(&mut rng, &GenConfig::default());
+            if classify(&c).contains(&Class::AlignedRows) {
+                if c.layout.row_stride > c.h {
+                    strided += 1;
+                } else {
+                    dense += 1;
+                }
+            }
+        }
+        assert!(dense + strided >= 60, "{dense} dense, {strided} strided of 4000");
+        assert!(dense >= 20 && strided >= 20, "{dense} dense, {strided} strided of 4000");
     }
 
     /// aligned-rows needs all four of H, F, the offset and the row stride
