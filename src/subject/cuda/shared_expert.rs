@@ -77,15 +77,12 @@ pub fn bf16_value(b: u16) -> f32 {
     f32::from_bits((b as u32) << 16)
 }
 
-/// The launch shapes of a valid case.
+/// The shape of a valid case the kernels take (its grids: `launch_of`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub t: usize,
     pub h: usize,
     pub f: usize,
-    /// Blocks of 128 rows along M (= T): the grid's y dimension where the
-    /// kernels take a block per tile and 128-row tiles.
-    pub grid_m: u32,
 }
 
 /// Validates `case` ([`SharedExpertCase::validate`]) and decides whether the
@@ -119,7 +116,7 @@ pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
             MAX_GRID_Y * TILE_M
         )));
     }
-    Ok(Plan { t, h, f, grid_m: grid_m as u32 })
+    Ok(Plan { t, h, f })
 }
 
 struct Kernels {
@@ -131,8 +128,8 @@ struct Kernels {
     /// The same with 64 x 128 tiles (`NAME_m64`), where the source has them
     /// ([`Variant::has_m64`]).
     m64: Option<[Option<CudaFunction>; 5]>,
-    /// The GPU's multiprocessors: a launch whose large tiles' grid has
-    /// fewer blocks takes the small tiles.
+    /// The GPU's multiprocessors: the tile rule's ([`small_tiles_first`])
+    /// and the persistent grid's.
     multiprocessors: usize,
     /// `BITPARITY_TILES`: which tile every launch takes, where there are two.
     tiles: knobs::Tiles,
@@ -229,7 +226,7 @@ impl Variant {
     }
 
     /// Whether the source also has every entry point with 64 x 128 tiles
-    /// (`NAME_m64`), for grids too small to fill the GPU.
+    /// (`NAME_m64`), for shapes where they finish first.
     pub fn has_m64(self) -> bool {
         self == Variant::Wgmma
     }
@@ -492,24 +489,25 @@ impl Kernels {
     /// bit (an output's chain depends on neither); batch invariance checks
     /// that.
     fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig, bool), SubjectError> {
-        let full_n = step.grid_n(plan, self.variant.tile_n());
-        let small = match self.tiles {
+        // (blocks along N, along M) of each tile.
+        let large = (step.grid_n(plan, self.variant.tile_n()), plan.t.div_ceil(TILE_M));
+        let small = (step.grid_n(plan, TILE_N), plan.t.div_ceil(TILE_M / 2));
+        let wants_small = match self.tiles {
             knobs::Tiles::Auto => small_tiles_first(
-                full_n.saturating_mul(plan.grid_m as usize),
-                step.grid_n(plan, TILE_N).saturating_mul(plan.t.div_ceil(TILE_M / 2)),
+                large.0.saturating_mul(large.1),
+                small.0.saturating_mul(small.1),
                 self.multiprocessors,
             ),
             knobs::Tiles::Large => false,
             knobs::Tiles::Small => true,
         };
-        let (f, tile_m, grid_n, small) = match &self.m64 {
-            Some(m64) if small => (&m64[step as usize], TILE_M / 2, step.grid_n(plan, TILE_N), true),
-            _ => (&self.full[step as usize], TILE_M, full_n, false),
+        let (f, (grid_n, grid_m), small) = match &self.m64 {
+            Some(m64) if wants_small => (&m64[step as usize], small, true),
+            _ => (&self.full[step as usize], large, false),
         };
         let Some(f) = f else {
             return Err(SubjectError::Invalid(format!("{}: no {step:?} step", self.variant.name())));
         };
-        let grid_m = plan.t.div_ceil(tile_m);
         let grid_dim = if self.variant.persistent() {
             // Tiles, walked by the blocks in turn: grid_n <= 2^31 / 64 (N <
             // 2^31, plan), grid_m <= T.
@@ -738,7 +736,6 @@ impl DeviceSharedExpertCase {
         let offset = first as i64 * self.stride + self.base_offset as i64;
         self.offset = i32::try_from(offset).map_err(|_| SubjectError::Invalid(format!("offset {offset}")))?;
         self.plan.t = t;
-        self.plan.grid_m = t.div_ceil(TILE_M) as u32;
         // The outputs (and z) are those of the previous window until the
         // passes run again.
         self.forward_enqueued = false;
@@ -883,7 +880,7 @@ mod tests {
     #[test]
     fn the_tile_rule_takes_the_tile_that_finishes_first() {
         let tiles = |step: Step, t: usize, h: usize, f: usize| {
-            let p = Plan { t, h, f, grid_m: t.div_ceil(TILE_M) as u32 };
+            let p = Plan { t, h, f };
             (step.grid_n(&p, 2 * TILE_N) * t.div_ceil(TILE_M), step.grid_n(&p, TILE_N) * t.div_ceil(TILE_M / 2))
         };
         for step in [Step::GateUpFwd, Step::Down, Step::Dh, Step::Dx] {
@@ -916,7 +913,7 @@ mod tests {
     fn plan_takes_odd_and_reference_shapes_and_refuses_the_rest() {
         for (t, h, f) in [(1, 1, 1), (3, 7, 5), (129, 33, 65), (2, 4096, 8)] {
             let p = plan(&case(t, h, f)).unwrap_or_else(|e| panic!("{t}x{h}x{f}: {e}"));
-            assert_eq!(p.grid_m as usize, t.div_ceil(TILE_M));
+            assert_eq!((p.t, p.h, p.f), (t, h, f));
         }
         let mut c = case(2, 3, 2);
         c.layout = Layout { offset: 3, row_stride: 9 };
