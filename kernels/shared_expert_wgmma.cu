@@ -443,26 +443,51 @@ __device__ __forceinline__ int out_col(int i, int e) {
     return (BM == 128 ? 0 : (threadIdx.x >> 7) * 64) + i * 8 + (threadIdx.x & 3) * 2 + (e & 1);
 }
 
+// The epilogues store two adjacent outputs (columns n, n + 1, n even from
+// the tile's first) as one word where the row length is even and the
+// buffer aligned, so every pair is: half the store instructions, and each
+// warp's stores fill whole 32-byte sectors (run 43: the gate/up, down and dX
+// kernels 14 to 18 % faster). Otherwise one output a store.
+__device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
+    return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
+}
+__device__ __forceinline__ unsigned pack2(bf16_t lo, bf16_t hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+
 // The gate/up kernels: z = x w1^T for the tile's units, then `epilogue(t,
-// j, g, u)` on each (token, unit) in range. Of a thread's 8-column groups i,
-// those with bit 2 clear hold gate values, i + 4 the same units' up values.
+// j, g0, u0, g1, u1, both)` on each pair of units j, j + 1 (j even from
+// j0) of a token, j in range, j + 1 too where `both`. Of a thread's 8-column
+// groups i, those with bit 2 clear hold gate values, i + 4 the same units'
+// up values; accumulators 4 i + e and 4 i + e + 1 (e even) adjacent units.
+// One tile's epilogue calls, VEC a constant in each (the callers branch on
+// it once per tile), so that the unrolled code holds one store path.
+template <bool VEC, int BM, typename Epilogue>
+__device__ __forceinline__ void gate_up_tile(int m0, int j0, const float (&acc)[Shape<BM>::ACC], int T, int F,
+                                             Epilogue& epilogue) {
+    // Unrolled (about 95 KiB of code a store path), unlike the dz
+    // epilogue: a loop would index the f32 accumulators at run time from
+    // local memory, 512 bytes a thread, and took 0.174 ms against 0.144
+    // (run 41).
+#pragma unroll
+    for (int i = 0; i < Shape<BM>::ACC / 4; ++i) {
+        if (i & 4) continue;
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+            const int t = m0 + out_row<BM>(e), j = j0 + gate_up_unit(out_col<BM>(i, e));
+            if (t < T && j < F)
+                epilogue(VEC, t, j, acc[4 * i + e], acc[4 * (i + 4) + e], acc[4 * i + e + 1],
+                         acc[4 * (i + 4) + e + 1], j + 1 < F);
+        }
+    }
+}
 template <int BM, typename Epilogue>
 __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long x_ld, const bf16_t* __restrict__ w1,
                                         int T, int H, int F, const TmaDesc* ta, const TmaDesc* tb, bool tma,
-                                        Epilogue epilogue) {
+                                        bool vec, Epilogue epilogue) {
     tiles_mma<B_GATE_UP, BM>(x, x_ld, T, w1, H, F, H, ta, tb, tma, [&](int m0, int j0, float(&acc)[Shape<BM>::ACC]) {
-        // Unrolled (98 KiB of code), unlike the dz epilogue: a loop would
-        // index the f32 accumulators at run time from local memory, 512
-        // bytes a thread, and took 0.174 ms against 0.144 (run 41).
-#pragma unroll
-        for (int i = 0; i < Shape<BM>::ACC / 4; ++i) {
-            if (i & 4) continue;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int t = m0 + out_row<BM>(e), j = j0 + gate_up_unit(out_col<BM>(i, e));
-                if (t < T && j < F) epilogue(t, j, acc[4 * i + e], acc[4 * (i + 4) + e]);
-            }
-        }
+        if (vec)
+            gate_up_tile<true, BM>(m0, j0, acc, T, F, epilogue);
+        else
+            gate_up_tile<false, BM>(m0, j0, acc, T, F, epilogue);
     });
 }
 
@@ -473,28 +498,55 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
                                             const TmaDesc* tb, bool tma) {
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);  // tiles_mma's barrier orders it before any read
-    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, ta, tb, tma, [&](int t, int j, float g, float u) {
-        h[(long long)t * F + j] = swiglu::h_value(g, u, pow2);
-        float* zr = z + (long long)t * 2 * F;
-        zr[j] = g;
-        zr[F + j] = u;
-    });
+    // F even: every pair's h at an even index, its z values at even ones.
+    const bool vec = F % 2 == 0 && aligned_to(h, 4) && aligned_to(z, 8);
+    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, ta, tb, tma, vec,
+                [&](bool v, int t, int j, float g0, float u0, float g1, float u1, bool both) {
+                    bf16_t* hr = h + (long long)t * F + j;
+                    float* zr = z + (long long)t * 2 * F + j;
+                    const bf16_t h0 = swiglu::h_value(g0, u0, pow2);
+                    if (v) {
+                        const bf16_t h1 = swiglu::h_value(g1, u1, pow2);
+                        *reinterpret_cast<unsigned*>(hr) = pack2(h0, h1);
+                        *reinterpret_cast<float2*>(zr) = make_float2(g0, g1);
+                        *reinterpret_cast<float2*>(zr + F) = make_float2(u0, u1);
+                        return;
+                    }
+                    hr[0] = h0;
+                    zr[0] = g0;
+                    zr[F] = u0;
+                    if (both) {
+                        hr[1] = swiglu::h_value(g1, u1, pow2);
+                        zr[1] = g1;
+                        zr[F + 1] = u1;
+                    }
+                });
 }
 
-// C = A B, then `epilogue(m, n, c)` on each output in range.
+template <bool VEC, int BM, typename Epilogue>
+__device__ __forceinline__ void gemm_tile(int m0, int n0, const float (&acc)[Shape<BM>::ACC], int M, int N,
+                                          Epilogue& epilogue) {
+#pragma unroll
+    for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+            const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
+            if (m < M && n < N) epilogue(VEC, m, n, acc[4 * i + e], acc[4 * i + e + 1], n + 1 < N);
+        }
+}
+
+// C = A B, then `epilogue(m, n, c0, c1, both)` on each pair of outputs (m,
+// n) and (m, n + 1), n even from n0, in range, n + 1 too where `both`.
 template <int MODE, int BM, typename Epilogue>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                      const bf16_t* __restrict__ b, int M, int N, int K, const TmaDesc* ta,
-                                     const TmaDesc* tb, bool tma, Epilogue epilogue) {
+                                     const TmaDesc* tb, bool tma, bool vec, Epilogue epilogue) {
     tiles_mma<MODE, BM>(a + a_off, a_ld, M, b, MODE == B_KN ? (long long)N : (long long)K, N, K, ta, tb, tma,
                         [&](int m0, int n0, float(&acc)[Shape<BM>::ACC]) {
-#pragma unroll
-                            for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
-#pragma unroll
-                                for (int e = 0; e < 4; ++e) {
-                                    const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
-                                    if (m < M && n < N) epilogue(m, n, acc[4 * i + e]);
-                                }
+                            if (vec)
+                                gemm_tile<true, BM>(m0, n0, acc, M, N, epilogue);
+                            else
+                                gemm_tile<false, BM>(m0, n0, acc, M, N, epilogue);
                         });
 }
 
@@ -518,31 +570,58 @@ __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_o
         // accumulators themselves stay registers.
         unsigned dh[ACC / 2];
 #pragma unroll
-        for (int k = 0; k < ACC / 2; ++k)
-            dh[k] = (unsigned)swiglu::bf16_rne(acc[2 * k]) | ((unsigned)swiglu::bf16_rne(acc[2 * k + 1]) << 16);
-        // Eight outputs a turn (accumulator columns i0 and i0 + 1), their z
-        // values loaded before any of their stores, all eight loads in
-        // flight together.
+        for (int k = 0; k < ACC / 2; ++k) dh[k] = pack2(swiglu::bf16_rne(acc[2 * k]), swiglu::bf16_rne(acc[2 * k + 1]));
+        // G outputs a turn (accumulator columns i0 .. i0 + G / 4 - 1), their
+        // z values loaded (in pairs, as the stores: `vec`) before any of
+        // their stores, all in flight together (run 43: 16 made the kernel 4
+        // % faster than 8).
+        constexpr int G = 16;
+        const bool vec = N % 2 == 0 && aligned_to(z, 8) && aligned_to(dz, 4);
 #pragma unroll 1
-        for (int i0 = 0; i0 < ACC / 4; i0 += 2) {
-            float g[8], u[8];
+        for (int i0 = 0; i0 < ACC / 4; i0 += G / 4) {
+            float g[G], u[G];
 #pragma unroll
-            for (int q = 0; q < 8; ++q) {
+            for (int q = 0; q < G; q += 2) {
                 const int i = i0 + q / 4, e = q % 4;
                 const int t = m0 + out_row<BM>(e), j = n0 + out_col<BM>(i, e);
-                const float* zr = z + (long long)t * 2 * N;
-                const bool in = t < M && j < N;
-                g[q] = in ? zr[j] : 0.0f;
-                u[q] = in ? zr[N + j] : 0.0f;
+                const float* zr = z + (long long)t * 2 * N + j;
+                const bool in = t < M && j < N, both = in && j + 1 < N;
+                if (vec) {
+                    const float2 gg = in ? *reinterpret_cast<const float2*>(zr) : make_float2(0.0f, 0.0f);
+                    const float2 uu = in ? *reinterpret_cast<const float2*>(zr + N) : make_float2(0.0f, 0.0f);
+                    g[q] = gg.x;
+                    g[q + 1] = gg.y;
+                    u[q] = uu.x;
+                    u[q + 1] = uu.y;
+                } else {
+                    g[q] = in ? zr[0] : 0.0f;
+                    u[q] = in ? zr[N] : 0.0f;
+                    g[q + 1] = both ? zr[1] : 0.0f;
+                    u[q + 1] = both ? zr[N + 1] : 0.0f;
+                }
             }
 #pragma unroll
-            for (int q = 0; q < 8; ++q) {
+            for (int q = 0; q < G; q += 2) {
                 const int i = i0 + q / 4, e = q % 4;
                 const int t = m0 + out_row<BM>(e), j = n0 + out_col<BM>(i, e);
                 if (t >= M || j >= N) continue;
-                const float d = swiglu::bf16_value((bf16_t)(dh[2 * i + e / 2] >> (16 * (e & 1))));
-                bf16_t* row = dz + (long long)t * 2 * N;
-                swiglu::dz_values(g[q], u[q], d, pow2, &row[j], &row[N + j]);
+                const unsigned d2 = dh[2 * i + e / 2];
+                bf16_t dg[2], du[2];
+                swiglu::dz_values(g[q], u[q], swiglu::bf16_value((bf16_t)d2), pow2, &dg[0], &du[0]);
+                bf16_t* row = dz + (long long)t * 2 * N + j;
+                if (vec) {
+                    swiglu::dz_values(g[q + 1], u[q + 1], swiglu::bf16_value((bf16_t)(d2 >> 16)), pow2, &dg[1], &du[1]);
+                    *reinterpret_cast<unsigned*>(row) = pack2(dg[0], dg[1]);
+                    *reinterpret_cast<unsigned*>(row + N) = pack2(du[0], du[1]);
+                    continue;
+                }
+                row[0] = dg[0];
+                row[N] = du[0];
+                if (j + 1 < N) {
+                    swiglu::dz_values(g[q + 1], u[q + 1], swiglu::bf16_value((bf16_t)(d2 >> 16)), pow2, &dg[1], &du[1]);
+                    row[1] = dg[1];
+                    row[N + 1] = du[1];
+                }
             }
         }
     });
@@ -559,31 +638,49 @@ using namespace bp::wg;
 // to copy through them (tma = 0: the maps are unused; cp.async).
 #define BP_WG_TMA const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb, int tma
 #define BP_WG_ENTRIES(NAME, BM)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
-        se_gate_up_fwd##NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld,                            \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
+        se_gate_up_fwd##NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld,                             \
                              const bf16_t* __restrict__ w1, int T, int H, int F, bf16_t* __restrict__ h,          \
-                             float* __restrict__ z, BP_WG_TMA) {                                                 \
-        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h, z, &ta, &tb, tma != 0);                                  \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
-        se_gemm_nk_bf16##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                           \
-                              const bf16_t* __restrict__ b, int M, int N, int K, bf16_t* __restrict__ out,       \
-                              BP_WG_TMA) {                                                                       \
-        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0,                                           \
-                       [&](int m, int n, float c) { out[(long long)m * N + n] = swiglu::bf16_rne(c); });          \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
+                             float* __restrict__ z, BP_WG_TMA) {                                                  \
+        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h, z, &ta, &tb, tma != 0);                                   \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
+        se_gemm_nk_bf16##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                            \
+                              const bf16_t* __restrict__ b, int M, int N, int K, bf16_t* __restrict__ out,        \
+                              BP_WG_TMA) {                                                                        \
+        const bool vec = N % 2 == 0 && aligned_to(out, 4);                                                        \
+        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, vec,                                       \
+                       [&](bool v, int m, int n, float c0, float c1, bool both) {                                 \
+            bf16_t* o = out + (long long)m * N + n;                                                               \
+            if (v) {                                                                                              \
+                *reinterpret_cast<unsigned*>(o) = pack2(swiglu::bf16_rne(c0), swiglu::bf16_rne(c1));              \
+            } else {                                                                                              \
+                o[0] = swiglu::bf16_rne(c0);                                                                      \
+                if (both) o[1] = swiglu::bf16_rne(c1);                                                            \
+            }                                                                                                     \
+        });                                                                                                       \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
         se_gemm_kn_dz##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, \
-                            const float* __restrict__ z, int M, int N, int K, bf16_t* __restrict__ dz,           \
-                            BP_WG_TMA) {                                                                         \
-        gemm_kn_dz<BM>(a, a_off, a_ld, b, z, M, N, K, dz, &ta, &tb, tma != 0);                                   \
-    }                                                                                                            \
-    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                               \
-        se_gemm_kn_f32##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                            \
-                             const bf16_t* __restrict__ b, int M, int N, int K, float* __restrict__ out,         \
-                             BP_WG_TMA) {                                                                        \
-        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0,                                           \
-                       [&](int m, int n, float c) { out[(long long)m * N + n] = c; });                            \
+                            const float* __restrict__ z, int M, int N, int K, bf16_t* __restrict__ dz,            \
+                            BP_WG_TMA) {                                                                          \
+        gemm_kn_dz<BM>(a, a_off, a_ld, b, z, M, N, K, dz, &ta, &tb, tma != 0);                                    \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
+        se_gemm_kn_f32##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                             \
+                             const bf16_t* __restrict__ b, int M, int N, int K, float* __restrict__ out,          \
+                             BP_WG_TMA) {                                                                         \
+        const bool vec = N % 2 == 0 && aligned_to(out, 8);                                                        \
+        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, vec,                                       \
+                       [&](bool v, int m, int n, float c0, float c1, bool both) {                                 \
+            float* o = out + (long long)m * N + n;                                                                \
+            if (v) {                                                                                              \
+                *reinterpret_cast<float2*>(o) = make_float2(c0, c1);                                              \
+            } else {                                                                                              \
+                o[0] = c0;                                                                                        \
+                if (both) o[1] = c1;                                                                              \
+            }                                                                                                     \
+        });                                                                                                       \
     }
 
 BP_WG_ENTRIES(, 128)
