@@ -535,6 +535,25 @@ __device__ __forceinline__ void gemm_tile(int m0, int n0, const float (&acc)[Sha
         }
 }
 
+// The GEMMs' outputs c0 and c1 at o[0] and o[1] (o[1] only where `both`):
+// one store where `pair` (o aligned to the pair), else one each.
+__device__ __forceinline__ void store2(bf16_t* o, float c0, float c1, bool pair, bool both) {
+    if (pair) {
+        *reinterpret_cast<unsigned*>(o) = pack2(swiglu::bf16_rne(c0), swiglu::bf16_rne(c1));
+    } else {
+        o[0] = swiglu::bf16_rne(c0);
+        if (both) o[1] = swiglu::bf16_rne(c1);
+    }
+}
+__device__ __forceinline__ void store2(float* o, float c0, float c1, bool pair, bool both) {
+    if (pair) {
+        *reinterpret_cast<float2*>(o) = make_float2(c0, c1);
+    } else {
+        o[0] = c0;
+        if (both) o[1] = c1;
+    }
+}
+
 // C = A B, then `epilogue(m, n, c0, c1, both)` on each pair of outputs (m,
 // n) and (m, n + 1), n even from n0, in range, n + 1 too where `both`.
 template <int MODE, int BM, typename Epilogue>
@@ -651,14 +670,8 @@ using namespace bp::wg;
         const bool vec = N % 2 == 0 && aligned_to(out, 4);                                                        \
         gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, vec,                                       \
                        [&](bool v, int m, int n, float c0, float c1, bool both) {                                 \
-            bf16_t* o = out + (long long)m * N + n;                                                               \
-            if (v) {                                                                                              \
-                *reinterpret_cast<unsigned*>(o) = pack2(swiglu::bf16_rne(c0), swiglu::bf16_rne(c1));              \
-            } else {                                                                                              \
-                o[0] = swiglu::bf16_rne(c0);                                                                      \
-                if (both) o[1] = swiglu::bf16_rne(c1);                                                            \
-            }                                                                                                     \
-        });                                                                                                       \
+                           store2(out + (long long)m * N + n, c0, c1, v, both);                                   \
+                       });                                                                                        \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
         se_gemm_kn_dz##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, \
@@ -673,14 +686,8 @@ using namespace bp::wg;
         const bool vec = N % 2 == 0 && aligned_to(out, 8);                                                        \
         gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, vec,                                       \
                        [&](bool v, int m, int n, float c0, float c1, bool both) {                                 \
-            float* o = out + (long long)m * N + n;                                                                \
-            if (v) {                                                                                              \
-                *reinterpret_cast<float2*>(o) = make_float2(c0, c1);                                              \
-            } else {                                                                                              \
-                o[0] = c0;                                                                                        \
-                if (both) o[1] = c1;                                                                              \
-            }                                                                                                     \
-        });                                                                                                       \
+                           store2(out + (long long)m * N + n, c0, c1, v, both);                                   \
+                       });                                                                                        \
     }
 
 BP_WG_ENTRIES(, 128)
