@@ -49,6 +49,9 @@
 // aligned. A and the [n][k] operands are K-major (a row per m or n); the
 // [k][n] operand is MN-major: blocks of 64 columns (BN / 64 of them), a row
 // per k, read with wgmma's transpose of B.
+// Epilogues: straight from the accumulators to global memory, two adjacent
+// outputs a store where the row length is even and the buffer aligned
+// (aligned_to, below); the dz epilogue is a loop (gemm_kn_dz says why).
 //
 // The forward keeps z (g and u, f32) for the backward, as autograd does: the
 // backward runs 6 T H F FLOPs, not 10 (z is not recomputed from x).
