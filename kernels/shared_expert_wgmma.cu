@@ -450,19 +450,15 @@ __device__ __forceinline__ int out_col(int i, int e) {
 // the tile's first) as one word where the row length is even and the
 // buffer aligned, so every pair is: half the store instructions, and each
 // warp's stores fill whole 32-byte sectors (run 43: the gate/up, down and dX
-// kernels 14 to 18 % faster). Otherwise one output a store.
+// kernels 12 to 18 % faster). Otherwise one output a store.
 __device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
     return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
 }
 __device__ __forceinline__ unsigned pack2(bf16_t lo, bf16_t hi) { return (unsigned)lo | ((unsigned)hi << 16); }
 
-// The gate/up kernels: z = x w1^T for the tile's units, then `epilogue(t,
-// j, g0, u0, g1, u1, both)` on each pair of units j, j + 1 (j even from
-// j0) of a token, j in range, j + 1 too where `both`. Of a thread's 8-column
-// groups i, those with bit 2 clear hold gate values, i + 4 the same units'
-// up values; accumulators 4 i + e and 4 i + e + 1 (e even) adjacent units.
-// One tile's epilogue calls, VEC a constant in each (the callers branch on
-// it once per tile), so that the unrolled code holds one store path.
+// One gate/up tile's epilogue calls (below), VEC a constant in each (the
+// caller branches on it once per tile), so that the unrolled code holds one
+// store path.
 template <bool VEC, int BM, typename Epilogue>
 __device__ __forceinline__ void gate_up_tile(int m0, int j0, const float (&acc)[Shape<BM>::ACC], int T, int F,
                                              Epilogue& epilogue) {
@@ -482,6 +478,11 @@ __device__ __forceinline__ void gate_up_tile(int m0, int j0, const float (&acc)[
         }
     }
 }
+// The gate/up kernels: z = x w1^T for the tile's units, then `epilogue(vec,
+// t, j, g0, u0, g1, u1, both)` on each pair of units j, j + 1 (j even from
+// j0) of a token, j in range, j + 1 too where `both`. Of a thread's 8-column
+// groups i, those with bit 2 clear hold gate values, i + 4 the same units'
+// up values; accumulators 4 i + e and 4 i + e + 1 (e even) adjacent units.
 template <int BM, typename Epilogue>
 __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long x_ld, const bf16_t* __restrict__ w1,
                                         int T, int H, int F, const TmaDesc* ta, const TmaDesc* tb, bool tma,
@@ -526,6 +527,7 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
                 });
 }
 
+// One GEMM tile's epilogue calls, as gate_up_tile's.
 template <bool VEC, int BM, typename Epilogue>
 __device__ __forceinline__ void gemm_tile(int m0, int n0, const float (&acc)[Shape<BM>::ACC], int M, int N,
                                           Epilogue& epilogue) {
@@ -557,8 +559,8 @@ __device__ __forceinline__ void store2(float* o, float c0, float c1, bool pair, 
     }
 }
 
-// C = A B, then `epilogue(m, n, c0, c1, both)` on each pair of outputs (m,
-// n) and (m, n + 1), n even from n0, in range, n + 1 too where `both`.
+// C = A B, then `epilogue(vec, m, n, c0, c1, both)` on each pair of outputs
+// (m, n) and (m, n + 1), n even from n0, in range, n + 1 too where `both`.
 template <int MODE, int BM, typename Epilogue>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                      const bf16_t* __restrict__ b, int M, int N, int K, const TmaDesc* ta,
