@@ -527,19 +527,6 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
                 });
 }
 
-// One GEMM tile's epilogue calls, as gate_up_tile's.
-template <bool VEC, int BM, typename Epilogue>
-__device__ __forceinline__ void gemm_tile(int m0, int n0, const float (&acc)[Shape<BM>::ACC], int M, int N,
-                                          Epilogue& epilogue) {
-#pragma unroll
-    for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-            const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
-            if (m < M && n < N) epilogue(VEC, m, n, acc[4 * i + e], acc[4 * i + e + 1], n + 1 < N);
-        }
-}
-
 // The GEMMs' outputs c0 and c1 at o[0] and o[1] (o[1] only where `both`):
 // one store where `pair` (o aligned to the pair), else one each.
 __device__ __forceinline__ void store2(bf16_t* o, float c0, float c1, bool pair, bool both) {
@@ -559,18 +546,34 @@ __device__ __forceinline__ void store2(float* o, float c0, float c1, bool pair, 
     }
 }
 
-// C = A B, then `epilogue(vec, m, n, c0, c1, both)` on each pair of outputs
-// (m, n) and (m, n + 1), n even from n0, in range, n + 1 too where `both`.
-template <int MODE, int BM, typename Epilogue>
+// One GEMM tile's outputs into out (row m at out + m N), as gate_up_tile's
+// calls: pairs (m, n), (m, n + 1), n even from n0, in range, n + 1 too where
+// `both`.
+template <bool VEC, int BM, typename Out>
+__device__ __forceinline__ void gemm_tile(int m0, int n0, const float (&acc)[Shape<BM>::ACC], int M, int N,
+                                          Out* out) {
+#pragma unroll
+    for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+            const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
+            if (m < M && n < N) store2(out + (long long)m * N + n, acc[4 * i + e], acc[4 * i + e + 1], VEC, n + 1 < N);
+        }
+}
+
+// C = A B into out (M x N, dense): bf16 (rounded to nearest even) or f32.
+template <int MODE, int BM, typename Out>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                      const bf16_t* __restrict__ b, int M, int N, int K, const TmaDesc* ta,
-                                     const TmaDesc* tb, bool tma, bool vec, Epilogue epilogue) {
+                                     const TmaDesc* tb, bool tma, Out* out) {
+    // N even: every pair starts at an even index, aligned to a pair.
+    const bool vec = N % 2 == 0 && aligned_to(out, 2 * sizeof(Out));
     tiles_mma<MODE, BM>(a + a_off, a_ld, M, b, MODE == B_KN ? (long long)N : (long long)K, N, K, ta, tb, tma,
                         [&](int m0, int n0, float(&acc)[Shape<BM>::ACC]) {
                             if (vec)
-                                gemm_tile<true, BM>(m0, n0, acc, M, N, epilogue);
+                                gemm_tile<true, BM>(m0, n0, acc, M, N, out);
                             else
-                                gemm_tile<false, BM>(m0, n0, acc, M, N, epilogue);
+                                gemm_tile<false, BM>(m0, n0, acc, M, N, out);
                         });
 }
 
@@ -672,11 +675,7 @@ using namespace bp::wg;
         se_gemm_nk_bf16##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                            \
                               const bf16_t* __restrict__ b, int M, int N, int K, bf16_t* __restrict__ out,        \
                               BP_WG_TMA) {                                                                        \
-        const bool vec = N % 2 == 0 && aligned_to(out, 4);                                                        \
-        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, vec,                                       \
-                       [&](bool v, int m, int n, float c0, float c1, bool both) {                                 \
-                           store2(out + (long long)m * N + n, c0, c1, v, both);                                   \
-                       });                                                                                        \
+        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, out);                                      \
     }                                                                                                             \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
         se_gemm_kn_dz##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, \
@@ -688,11 +687,7 @@ using namespace bp::wg;
         se_gemm_kn_f32##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                             \
                              const bf16_t* __restrict__ b, int M, int N, int K, float* __restrict__ out,          \
                              BP_WG_TMA) {                                                                         \
-        const bool vec = N % 2 == 0 && aligned_to(out, 8);                                                        \
-        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, vec,                                       \
-                       [&](bool v, int m, int n, float c0, float c1, bool both) {                                 \
-                           store2(out + (long long)m * N + n, c0, c1, v, both);                                   \
-                       });                                                                                        \
+        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, out);                                      \
     }
 
 BP_WG_ENTRIES(, 128)
