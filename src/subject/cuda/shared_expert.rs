@@ -575,7 +575,9 @@ impl DeviceSharedExpertCase {
         let keeps_z = kernels.variant.keeps_z();
         let zero = 0i32;
         let (ld_h, ld_dz) = (f as i64, 2 * f as i64);
-        match step {
+        // Each arm pushes the step's arguments (as its kernel's signature
+        // says) and names the kernel.
+        let (mut b, kernel) = match step {
             Step::GateUpFwd => {
                 let mut b = s.launch_builder(function);
                 b.arg(self.x.arg())
@@ -589,7 +591,7 @@ impl DeviceSharedExpertCase {
                 if keeps_z {
                     b.arg(self.z.arg());
                 }
-                // SAFETY: the arguments match se_gate_up_fwd's signature
+                // The arguments match se_gate_up_fwd's signature
                 // (pointers, int, long long, int x3, pointer). x holds offset
                 // + (T-1)*stride + H elements (SharedExpertCase::x_storage)
                 // and the kernel reads only the H values of each row; w1
@@ -599,11 +601,7 @@ impl DeviceSharedExpertCase {
                 // shared memory as the source takes it
                 // (Variant::dynamic_smem, the limit raised at load). The
                 // buffers outlive the launch (frees are stream-ordered).
-                if kernels.variant.persistent() {
-                    // cuda-wgmma's three last parameters (BP_WG_TMA).
-                    b.arg(&ta).arg(&tb).arg(&tma);
-                }
-                unsafe { b.launch(config) }.map_err(dev_err("se_gate_up_fwd launch"))?;
+                (b, "se_gate_up_fwd")
             }
             Step::Down => {
                 let mut b = s.launch_builder(function);
@@ -615,15 +613,11 @@ impl DeviceSharedExpertCase {
                     .arg(&hi)
                     .arg(&fi)
                     .arg(self.y.arg());
-                // SAFETY: matches se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K,
+                // Matches se_gemm_nk_bf16(a, a_off, a_ld, b, M, N, K,
                 // out): a = hid (T x F dense: offset 0, ld F), b = w2 (H x F:
                 // element (n, k) at n*F + k), M = T, N = H, K = F, out = y
                 // (T x H). Sizes within i32 (plan).
-                if kernels.variant.persistent() {
-                    // cuda-wgmma's three last parameters (BP_WG_TMA).
-                    b.arg(&ta).arg(&tb).arg(&tma);
-                }
-                unsafe { b.launch(config) }.map_err(dev_err("se_gemm_nk_bf16 launch"))?;
+                (b, "se_gemm_nk_bf16")
             }
             Step::Dh => {
                 let mut b = s.launch_builder(function);
@@ -637,7 +631,7 @@ impl DeviceSharedExpertCase {
                 } else {
                     b.arg(self.dh.arg());
                 }
-                // SAFETY: matches se_gemm_kn_bf16(a, a_off, a_ld, b, M, N, K,
+                // Matches se_gemm_kn_bf16(a, a_off, a_ld, b, M, N, K,
                 // out), or where the variant keeps z se_gemm_kn_dz(a, a_off,
                 // a_ld, b, z, M, N, K, dz): a = dy (its storage: offset +
                 // (T-1)*stride + H elements, only the H of each row read), b
@@ -645,11 +639,7 @@ impl DeviceSharedExpertCase {
                 // F, K = H, out = dh (T x F); z and dz T x 2F (the forward
                 // wrote z: launch_backward runs it first where it has not).
                 // Sizes within i32 (plan).
-                if kernels.variant.persistent() {
-                    // cuda-wgmma's three last parameters (BP_WG_TMA).
-                    b.arg(&ta).arg(&tb).arg(&tma);
-                }
-                unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_bf16 launch"))?;
+                (b, if keeps_z { "se_gemm_kn_dz" } else { "se_gemm_kn_bf16" })
             }
             Step::GateUpBwd => {
                 let mut b = s.launch_builder(function);
@@ -662,10 +652,10 @@ impl DeviceSharedExpertCase {
                     .arg(&hi)
                     .arg(&fi)
                     .arg(self.dz.arg());
-                // SAFETY: matches se_gate_up_bwd's signature; x and w1 as in
+                // Matches se_gate_up_bwd's signature; x and w1 as in
                 // GateUpFwd, dh T x F, dz T x 2F. Sizes within i32; grid as
                 // in GateUpFwd.
-                unsafe { b.launch(config) }.map_err(dev_err("se_gate_up_bwd launch"))?;
+                (b, "se_gate_up_bwd")
             }
             Step::Dx => {
                 let mut b = s.launch_builder(function);
@@ -677,17 +667,20 @@ impl DeviceSharedExpertCase {
                     .arg(&hi)
                     .arg(&f2)
                     .arg(self.dx.arg());
-                // SAFETY: matches se_gemm_kn_f32(a, a_off, a_ld, b, M, N, K,
+                // Matches se_gemm_kn_f32(a, a_off, a_ld, b, M, N, K,
                 // out): a = dz (T x 2F dense), b = w1 (2F x H: element (n =
                 // c, k = r) at r*H + c), M = T, N = H, K = 2F (< 2^31, plan),
                 // out = dx (T x H).
-                if kernels.variant.persistent() {
-                    // cuda-wgmma's three last parameters (BP_WG_TMA).
-                    b.arg(&ta).arg(&tb).arg(&tma);
-                }
-                unsafe { b.launch(config) }.map_err(dev_err("se_gemm_kn_f32 launch"))?;
+                (b, "se_gemm_kn_f32")
             }
+        };
+        if kernels.variant.persistent() {
+            // cuda-wgmma's three last parameters (BP_WG_TMA).
+            b.arg(&ta).arg(&tb).arg(&tma);
         }
+        // SAFETY: the arguments are those of the kernel's signature, as each
+        // arm says; the grid and dynamic shared memory are launch_of's.
+        unsafe { b.launch(config) }.map_err(dev_err(&format!("{kernel} launch")))?;
         Ok(())
     }
 
