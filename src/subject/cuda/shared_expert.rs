@@ -680,7 +680,8 @@ impl DeviceSharedExpertCase {
         }
         // SAFETY: the arguments are those of the kernel's signature, as each
         // arm says; the grid and dynamic shared memory are launch_of's.
-        unsafe { b.launch(config) }.map_err(dev_err(&format!("{kernel} launch")))?;
+        // The message is formatted only on failure: this runs every launch.
+        unsafe { b.launch(config) }.map_err(|e| dev_err(&format!("{kernel} launch"))(e))?;
         Ok(())
     }
 
