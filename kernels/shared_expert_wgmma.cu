@@ -27,10 +27,12 @@
 // BM x BN tile: 128 x 256, warpgroup w the rows 64 w .. 64 w + 63, all 256
 // columns, with wgmma.m64n256k16; or (the `_m64` kernels, where those tiles
 // would finish later) 64 x 128, all 64 rows and the columns 64 w .. 64 w +
-// 63, with wgmma.m64n64k16. A and B come from shared memory. K advances by
-// 64 (four steps) through Shape<BM>::STAGES buffers (4 of 48 KiB, or 8 of 24
-// KiB), handed between the warpgroups by two mbarriers per stage ("full":
-// copied; "empty": the steps on it done). The blocks are persistent: one per
+// 63, with wgmma.m64n64k16; or (the dh GEMM's `_n64` kernel) 64 x 64, the
+// columns 32 w .. 32 w + 31, with wgmma.m64n32k16. A and B come from
+// shared memory. K advances by 64 (four steps) through Shape::STAGES
+// buffers (4 of 48 KiB, 8 of 24 KiB or 12 of 16 KiB), handed between the
+// warpgroups by two mbarriers per stage ("full": copied; "empty": the steps
+// on it done). The blocks are persistent: one per
 // multiprocessor (or per tile, where there are fewer tiles), each walking
 // the tiles blockIdx.x, blockIdx.x + gridDim.x, ..., so that the copier
 // fills the next tile's stages while the computing warpgroups run this
@@ -66,7 +68,8 @@
 // The gate/up kernel's tiles: ceil(F / (BN / 2)) along N (gate units j0 ..
 // j0 + BN / 2 - 1 and their up units), the GEMMs' ceil(N / BN); ceil(M /
 // BM) along M. BM x BN = 128 x 256; each entry point below also exists as
-// NAME_m64, with 64 x 128. Every entry point takes three more parameters
+// NAME_m64, with 64 x 128, and se_gemm_kn_dz as se_gemm_kn_dz_n64, with
+// 64 x 64. Every entry point takes three more parameters
 // last: the tensor maps of A (at its offset: rows M, columns K, boxes of BM
 // rows) and B (GATE_UP: w1's 2F rows, boxes of 32; NK: N rows, boxes of BN;
 // KN: K rows of N columns, boxes of 64), and tma (1: copy through them).
@@ -138,7 +141,7 @@ __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, 
 }
 
 // d = a b + d over one k block of 16 for a warpgroup's 64 x 256 (or, below,
-// 64 x 64) outputs: the step the profile chains. TB: B is MN-major
+// 64 x 64 and 64 x 32) outputs: the step the profile chains. TB: B is MN-major
 // (transposed).
 template <int TB>
 __device__ __forceinline__ void wgmma16(float (&d)[128], unsigned long long da, unsigned long long db) {
@@ -185,16 +188,38 @@ __device__ __forceinline__ void wgmma16(float (&d)[32], unsigned long long da, u
         : "memory");
 }
 
-// The two tiles: BM x BN outputs; a warpgroup's 64 x 256 or 64 x 64 of
-// them over its 128 threads (ACC each); a stage's bytes (A's BM x 64, then
-// B's BN x 64) and how many stages the shared memory holds.
-template <int BM>
+template <int TB>
+__device__ __forceinline__ void wgmma16(float (&d)[16], unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, %18;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "n"(TB)
+        : "memory");
+}
+
+// The tiles: BM x BN outputs (128 x 256, 64 x 128 or 64 x 64). The
+// computing warpgroups split a tile of 128 rows by rows (warpgroup w the
+// rows WG_M0 w .. WG_M0 w + 63, all columns) and one of 64 rows by columns
+// (all rows, the columns WG_N0 w .. WG_N0 w + WG_N - 1); a warpgroup's 64 x
+// WG_N outputs over its 128 threads, ACC each. A stage's bytes (A's BM x
+// 64, then B's BN x 64) and how many stages the shared memory holds.
+template <int BM, int BN>
 struct Shape {
-    static constexpr int BN = BM == 128 ? 256 : 128;
-    static constexpr int ACC = BM == 128 ? 128 : 32;
+    static_assert((BM == 128 && BN == 256) || (BM == 64 && (BN == 128 || BN == 64)), "a tile the entry points take");
+    static constexpr int WG_M0 = BM == 128 ? 64 : 0;
+    static constexpr int WG_N0 = BM == 128 ? 0 : BN / 2;
+    static constexpr int WG_N = BM == 128 ? BN : BN / 2;
+    static constexpr int ACC = WG_N / 2;
     static constexpr int A_BYTES = BM * 128;
     static constexpr int STAGE_BYTES = (BM + BN) * 128;
-    // 192 KiB of stages: 4 of the large tiles', 8 of the small ones'.
+    // 192 KiB of stages: 4 of the large tiles', 8 of the 64 x 128 ones',
+    // 12 of the 64 x 64 ones'.
     static constexpr int STAGES = 192 * 1024 / STAGE_BYTES;
     static_assert(STAGES >= 3 && STAGES * STAGE_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
 };
@@ -256,9 +281,9 @@ __device__ __forceinline__ void bar_expect(unsigned long long* b, unsigned bytes
 // n0 + c (GATE_UP: n0 = the first gate unit, the tile's rows as
 // gate_up_unit says). Warpgroup 2 copies the stages, warpgroups 0 and 1
 // compute; `epilogue(m0, n0, acc)` runs on each tile's chains in the
-// computing warpgroups, acc[4 i + e] at tile row out_row<BM>(e), column
-// out_col<BM>(i, e) (wgmma's accumulator layout).
-template <int MODE, int BM, typename Epilogue>
+// computing warpgroups, acc[4 i + e] at tile row out_row<BM, BN>(e), column
+// out_col<BM, BN>(i, e) (wgmma's accumulator layout).
+template <int MODE, int BM, int BN, typename Epilogue>
 __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long long lda, int M,
                                           const bf16_t* __restrict__ b, long long ldb, int N, int K,
                                           const TmaDesc* ta, const TmaDesc* tb, bool tma, Epilogue epilogue) {
@@ -266,10 +291,9 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
     // full[s]: stage s copied (one arrival per copying thread; with TMA,
     // one arrival and the copies' bytes); empty[s]: its steps done (one
     // arrival per computing warp).
-    __shared__ __align__(8) unsigned long long full[Shape<BM>::STAGES], empty[Shape<BM>::STAGES];
+    __shared__ __align__(8) unsigned long long full[Shape<BM, BN>::STAGES], empty[Shape<BM, BN>::STAGES];
     unsigned char* tiles = bp_wg_smem + ((1024u - (smem(bp_wg_smem) & 1023u)) & 1023u);
-    constexpr int STAGES = Shape<BM>::STAGES;
-    constexpr int BN = Shape<BM>::BN;
+    constexpr int STAGES = Shape<BM, BN>::STAGES;
     constexpr int TILE_COLS = MODE == B_GATE_UP ? BN / 2 : BN;
     const int tid = threadIdx.x;
     if (tid == 0) {
@@ -305,10 +329,10 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
                 for (int s = 0; s < stages; ++s, ++it) {
                     const int slot = (int)(it % STAGES);
                     if (it >= STAGES) bar_wait(&empty[slot], (unsigned)((it / STAGES - 1) & 1));
-                    unsigned char* sa = tiles + slot * Shape<BM>::STAGE_BYTES;
-                    unsigned char* sb = sa + Shape<BM>::A_BYTES;
+                    unsigned char* sa = tiles + slot * Shape<BM, BN>::STAGE_BYTES;
+                    unsigned char* sb = sa + Shape<BM, BN>::A_BYTES;
                     const int k0 = s * BP_WG_BK;
-                    bar_expect(&full[slot], Shape<BM>::STAGE_BYTES);
+                    bar_expect(&full[slot], Shape<BM, BN>::STAGE_BYTES);
                     tma_load(sa, ta, k0, m0, &full[slot]);
                     if (MODE == B_NK) {
                         tma_load(sb, tb, k0, n0, &full[slot]);
@@ -337,8 +361,8 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
                 const int slot = (int)(it % STAGES);
                 // The slot's previous stage, it - STAGES, released.
                 if (it >= STAGES) bar_wait(&empty[slot], (unsigned)((it / STAGES - 1) & 1));
-                unsigned char* sa = tiles + slot * Shape<BM>::STAGE_BYTES;
-                unsigned char* sb = sa + Shape<BM>::A_BYTES;
+                unsigned char* sa = tiles + slot * Shape<BM, BN>::STAGE_BYTES;
+                unsigned char* sb = sa + Shape<BM, BN>::A_BYTES;
                 const int k0 = s * BP_WG_BK;
 #pragma unroll 1
                 for (int q = 0; q < BM / 16; ++q) {
@@ -388,28 +412,34 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
         return;
     }
 
-    // The computing warpgroups: BM = 128: warpgroup w the tile's rows 64 w
-    // .. 64 w + 63 and all of B; BM = 64: all of A, B's 64 columns from 64 w
-    // (64 rows of an [n][k] tile, or the column block of a [k][n] one, 8 KiB
-    // either way).
+    // The computing warpgroups (Shape): BM = 128: warpgroup w the tile's
+    // rows 64 w .. 64 w + 63 and all of B; BM = 64: all of A, B's columns
+    // from WG_N0 w (rows of an [n][k] tile; in a [k][n] one, columns of its
+    // 64-column blocks).
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int wgrp = tid >> 7;
     const bool releases = (tid & 31) == 0;
     long long it = 0;
     for (long long tile = blockIdx.x; tile < tiles_all; tile += gridDim.x) {
         const int m0 = (int)(tile / tiles_n) * BM, n0 = (int)(tile % tiles_n) * TILE_COLS;
-        float acc[Shape<BM>::ACC];
+        float acc[Shape<BM, BN>::ACC];
 #pragma unroll
-        for (int i = 0; i < Shape<BM>::ACC; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < Shape<BM, BN>::ACC; ++i) acc[i] = 0.0f;
         // Four steps per stage, k blocks 0, 16, 32 and 48 of the stage, in
         // that order (wgmma steps of one warpgroup complete in issue order,
         // each on the accumulator the previous one left).
         for (int s = 0; s < stages; ++s, ++it) {
             const int slot = (int)(it % STAGES);
             bar_wait(&full[slot], (unsigned)((it / STAGES) & 1));
-            const unsigned tile_smem = smem(tiles + slot * Shape<BM>::STAGE_BYTES);
-            const unsigned sa = tile_smem + (BM == 128 ? wgrp * BP_WG_BLOCK_BYTES : 0);
-            const unsigned sb = tile_smem + Shape<BM>::A_BYTES + (BM == 128 ? 0 : wgrp * BP_WG_BLOCK_BYTES);
+            const unsigned tile_smem = smem(tiles + slot * Shape<BM, BN>::STAGE_BYTES);
+            const unsigned sa = tile_smem + wgrp * Shape<BM, BN>::WG_M0 * 128;
+            // [k][n]: column c at block c / 64, byte 2 (c mod 64) of a row
+            // (the 64 x 64 tiles' warpgroup 1 starts 64 bytes into the
+            // 128-byte swizzle rows, as the K-major steps start 32 j bytes
+            // in: wgmma swizzles the addresses it forms); [n][k]: row c.
+            const int wg_n0 = wgrp * Shape<BM, BN>::WG_N0;
+            const unsigned sb = tile_smem + Shape<BM, BN>::A_BYTES +
+                                (MODE == B_KN ? (wg_n0 >> 6) * BP_WG_BLOCK_BYTES + (wg_n0 & 63) * 2 : wg_n0 * 128);
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -436,14 +466,14 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
 }
 
 // The tile row and column of acc[4 i + e] (computing threads only).
-template <int BM>
+template <int BM, int BN>
 __device__ __forceinline__ int out_row(int e) {
     const int tid = threadIdx.x;
-    return (BM == 128 ? (tid >> 7) * 64 : 0) + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2) + (e >> 1) * 8;
+    return (tid >> 7) * Shape<BM, BN>::WG_M0 + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2) + (e >> 1) * 8;
 }
-template <int BM>
+template <int BM, int BN>
 __device__ __forceinline__ int out_col(int i, int e) {
-    return (BM == 128 ? 0 : (threadIdx.x >> 7) * 64) + i * 8 + (threadIdx.x & 3) * 2 + (e & 1);
+    return (threadIdx.x >> 7) * Shape<BM, BN>::WG_N0 + i * 8 + (threadIdx.x & 3) * 2 + (e & 1);
 }
 
 // The epilogues store two adjacent outputs (columns n, n + 1, n even from
@@ -459,19 +489,19 @@ __device__ __forceinline__ unsigned pack2(bf16_t lo, bf16_t hi) { return (unsign
 // One gate/up tile's epilogue calls (below), VEC a constant in each (the
 // caller branches on it once per tile), so that the unrolled code holds one
 // store path.
-template <bool VEC, int BM, typename Epilogue>
-__device__ __forceinline__ void gate_up_tile(int m0, int j0, const float (&acc)[Shape<BM>::ACC], int T, int F,
+template <bool VEC, int BM, int BN, typename Epilogue>
+__device__ __forceinline__ void gate_up_tile(int m0, int j0, const float (&acc)[Shape<BM, BN>::ACC], int T, int F,
                                              Epilogue& epilogue) {
     // Unrolled (about 95 KiB of code a store path), unlike the dz
     // epilogue: a loop would index the f32 accumulators at run time from
     // local memory, 512 bytes a thread, and took 0.174 ms against 0.144
     // (run 41).
 #pragma unroll
-    for (int i = 0; i < Shape<BM>::ACC / 4; ++i) {
+    for (int i = 0; i < Shape<BM, BN>::ACC / 4; ++i) {
         if (i & 4) continue;
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
-            const int t = m0 + out_row<BM>(e), j = j0 + gate_up_unit(out_col<BM>(i, e));
+            const int t = m0 + out_row<BM, BN>(e), j = j0 + gate_up_unit(out_col<BM, BN>(i, e));
             if (t < T && j < F)
                 epilogue(VEC, t, j, acc[4 * i + e], acc[4 * (i + 4) + e], acc[4 * i + e + 1],
                          acc[4 * (i + 4) + e + 1], j + 1 < F);
@@ -483,19 +513,20 @@ __device__ __forceinline__ void gate_up_tile(int m0, int j0, const float (&acc)[
 // j0) of a token, j in range, j + 1 too where `both`. Of a thread's 8-column
 // groups i, those with bit 2 clear hold gate values, i + 4 the same units'
 // up values; accumulators 4 i + e and 4 i + e + 1 (e even) adjacent units.
-template <int BM, typename Epilogue>
+template <int BM, int BN, typename Epilogue>
 __device__ __forceinline__ void gate_up(const bf16_t* __restrict__ x, long long x_ld, const bf16_t* __restrict__ w1,
                                         int T, int H, int F, const TmaDesc* ta, const TmaDesc* tb, bool tma,
                                         bool vec, Epilogue epilogue) {
-    tiles_mma<B_GATE_UP, BM>(x, x_ld, T, w1, H, F, H, ta, tb, tma, [&](int m0, int j0, float(&acc)[Shape<BM>::ACC]) {
+    static_assert(Shape<BM, BN>::WG_N % 64 == 0, "a warpgroup's columns: whole groups of 32 gate, 32 up units");
+    tiles_mma<B_GATE_UP, BM, BN>(x, x_ld, T, w1, H, F, H, ta, tb, tma, [&](int m0, int j0, float(&acc)[Shape<BM, BN>::ACC]) {
         if (vec)
-            gate_up_tile<true, BM>(m0, j0, acc, T, F, epilogue);
+            gate_up_tile<true, BM, BN>(m0, j0, acc, T, F, epilogue);
         else
-            gate_up_tile<false, BM>(m0, j0, acc, T, F, epilogue);
+            gate_up_tile<false, BM, BN>(m0, j0, acc, T, F, epilogue);
     });
 }
 
-template <int BM>
+template <int BM, int BN>
 __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_off, long long x_ld,
                                             const bf16_t* __restrict__ w1, int T, int H, int F,
                                             bf16_t* __restrict__ h, float* __restrict__ z, const TmaDesc* ta,
@@ -504,7 +535,7 @@ __device__ __forceinline__ void gate_up_fwd(const bf16_t* __restrict__ x, int x_
     exp_table_load(pow2);  // tiles_mma's barrier orders it before any read
     // F even: every pair's h at an even index, its z values at even ones.
     const bool vec = F % 2 == 0 && aligned_to(h, 4) && aligned_to(z, 8);
-    gate_up<BM>(x + x_off, x_ld, w1, T, H, F, ta, tb, tma, vec,
+    gate_up<BM, BN>(x + x_off, x_ld, w1, T, H, F, ta, tb, tma, vec,
                 [&](bool v, int t, int j, float g0, float u0, float g1, float u1, bool both) {
                     bf16_t* hr = h + (long long)t * F + j;
                     float* zr = z + (long long)t * 2 * F + j;
@@ -549,45 +580,45 @@ __device__ __forceinline__ void store2(float* o, float c0, float c1, bool pair, 
 // One GEMM tile's outputs into out (row m at out + m N), as gate_up_tile's
 // calls: pairs (m, n), (m, n + 1), n even from n0, in range, n + 1 too where
 // `both`.
-template <bool VEC, int BM, typename Out>
-__device__ __forceinline__ void gemm_tile(int m0, int n0, const float (&acc)[Shape<BM>::ACC], int M, int N,
+template <bool VEC, int BM, int BN, typename Out>
+__device__ __forceinline__ void gemm_tile(int m0, int n0, const float (&acc)[Shape<BM, BN>::ACC], int M, int N,
                                           Out* out) {
 #pragma unroll
-    for (int i = 0; i < Shape<BM>::ACC / 4; ++i)
+    for (int i = 0; i < Shape<BM, BN>::ACC / 4; ++i)
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
-            const int m = m0 + out_row<BM>(e), n = n0 + out_col<BM>(i, e);
+            const int m = m0 + out_row<BM, BN>(e), n = n0 + out_col<BM, BN>(i, e);
             if (m < M && n < N) store2(out + (long long)m * N + n, acc[4 * i + e], acc[4 * i + e + 1], VEC, n + 1 < N);
         }
 }
 
 // C = A B into out (M x N, dense): bf16 (rounded to nearest even) or f32.
-template <int MODE, int BM, typename Out>
+template <int MODE, int BM, int BN, typename Out>
 __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                      const bf16_t* __restrict__ b, int M, int N, int K, const TmaDesc* ta,
                                      const TmaDesc* tb, bool tma, Out* out) {
     // N even: every pair starts at an even index, aligned to a pair.
     const bool vec = N % 2 == 0 && aligned_to(out, 2 * sizeof(Out));
-    tiles_mma<MODE, BM>(a + a_off, a_ld, M, b, MODE == B_KN ? (long long)N : (long long)K, N, K, ta, tb, tma,
-                        [&](int m0, int n0, float(&acc)[Shape<BM>::ACC]) {
+    tiles_mma<MODE, BM, BN>(a + a_off, a_ld, M, b, MODE == B_KN ? (long long)N : (long long)K, N, K, ta, tb, tma,
+                        [&](int m0, int n0, float(&acc)[Shape<BM, BN>::ACC]) {
                             if (vec)
-                                gemm_tile<true, BM>(m0, n0, acc, M, N, out);
+                                gemm_tile<true, BM, BN>(m0, n0, acc, M, N, out);
                             else
-                                gemm_tile<false, BM>(m0, n0, acc, M, N, out);
+                                gemm_tile<false, BM, BN>(m0, n0, acc, M, N, out);
                         });
 }
 
 // dh = bf16(dy w2) (M = T, N = F, K = H), then dz from dh and the forward's
 // z, as se_gate_up_bwd of the other sources does from z recomputed.
-template <int BM>
+template <int BM, int BN>
 __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_off, long long a_ld,
                                            const bf16_t* __restrict__ b, const float* __restrict__ z, int M,
                                            int N, int K, bf16_t* __restrict__ dz, const TmaDesc* ta,
                                            const TmaDesc* tb, bool tma) {
     __shared__ double pow2[BP_EXP_TABLE];
     exp_table_load(pow2);
-    constexpr int ACC = Shape<BM>::ACC;
-    tiles_mma<B_KN, BM>(a + a_off, a_ld, M, b, (long long)N, N, K, ta, tb, tma, [&](int m0, int n0, float(&acc)[ACC]) {
+    constexpr int ACC = Shape<BM, BN>::ACC;
+    tiles_mma<B_KN, BM, BN>(a + a_off, a_ld, M, b, (long long)N, N, K, ta, tb, tma, [&](int m0, int n0, float(&acc)[ACC]) {
         // The epilogue is a loop, not unrolled: unrolled, it inlined a
         // sigmoid per accumulator, 213 KiB of code that the instruction
         // caches could not hold (run 40: warps waited for an instruction 30 %
@@ -610,7 +641,7 @@ __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_o
 #pragma unroll
             for (int q = 0; q < G; q += 2) {
                 const int i = i0 + q / 4, e = q % 4;
-                const int t = m0 + out_row<BM>(e), j = n0 + out_col<BM>(i, e);
+                const int t = m0 + out_row<BM, BN>(e), j = n0 + out_col<BM, BN>(i, e);
                 const float* zr = z + (long long)t * 2 * N + j;
                 const bool in = t < M && j < N, both = in && j + 1 < N;
                 if (vec) {
@@ -630,7 +661,7 @@ __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_o
 #pragma unroll
             for (int q = 0; q < G; q += 2) {
                 const int i = i0 + q / 4, e = q % 4;
-                const int t = m0 + out_row<BM>(e), j = n0 + out_col<BM>(i, e);
+                const int t = m0 + out_row<BM, BN>(e), j = n0 + out_col<BM, BN>(i, e);
                 if (t >= M || j >= N) continue;
                 const unsigned d2 = dh[2 * i + e / 2];
                 bf16_t dg[2], du[2];
@@ -660,35 +691,46 @@ __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_o
 using namespace bp;
 using namespace bp::wg;
 
-// The entry points, each with BM = 128 and (NAME_m64) BM = 64. The last
-// three parameters: the tensor maps of A (at its offset) and B, and whether
-// to copy through them (tma = 0: the maps are unused; cp.async).
+// The entry points: NAME with 128 x 256 tiles, NAME_m64 with 64 x 128, and
+// the dh GEMM also as se_gemm_kn_dz_n64, with 64 x 64 (where the 64 x 128
+// tiles leave half the multiprocessors idle: T = 256). The last three
+// parameters: the tensor maps of A (at its offset) and B, and whether to
+// copy through them (tma = 0: the maps are unused; cp.async).
 #define BP_WG_TMA const __grid_constant__ TmaDesc ta, const __grid_constant__ TmaDesc tb, int tma
-#define BP_WG_ENTRIES(NAME, BM)                                                                                   \
+#define BP_WG_GATE_UP(NAME, BM, BN)                                                                               \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
         se_gate_up_fwd##NAME(const bf16_t* __restrict__ x, int x_off, long long x_ld,                             \
                              const bf16_t* __restrict__ w1, int T, int H, int F, bf16_t* __restrict__ h,          \
                              float* __restrict__ z, BP_WG_TMA) {                                                  \
-        gate_up_fwd<BM>(x, x_off, x_ld, w1, T, H, F, h, z, &ta, &tb, tma != 0);                                   \
-    }                                                                                                             \
+        gate_up_fwd<BM, BN>(x, x_off, x_ld, w1, T, H, F, h, z, &ta, &tb, tma != 0);                               \
+    }
+#define BP_WG_NK_BF16(NAME, BM, BN)                                                                               \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
         se_gemm_nk_bf16##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                            \
                               const bf16_t* __restrict__ b, int M, int N, int K, bf16_t* __restrict__ out,        \
                               BP_WG_TMA) {                                                                        \
-        gemm<B_NK, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, out);                                      \
-    }                                                                                                             \
+        gemm<B_NK, BM, BN>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, out);                                  \
+    }
+#define BP_WG_KN_DZ(NAME, BM, BN)                                                                                 \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
         se_gemm_kn_dz##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld, const bf16_t* __restrict__ b, \
                             const float* __restrict__ z, int M, int N, int K, bf16_t* __restrict__ dz,            \
                             BP_WG_TMA) {                                                                          \
-        gemm_kn_dz<BM>(a, a_off, a_ld, b, z, M, N, K, dz, &ta, &tb, tma != 0);                                    \
-    }                                                                                                             \
+        gemm_kn_dz<BM, BN>(a, a_off, a_ld, b, z, M, N, K, dz, &ta, &tb, tma != 0);                                \
+    }
+#define BP_WG_KN_F32(NAME, BM, BN)                                                                                \
     extern "C" __global__ void __launch_bounds__(BP_SE_THREADS, 1)                                                \
         se_gemm_kn_f32##NAME(const bf16_t* __restrict__ a, int a_off, long long a_ld,                             \
                              const bf16_t* __restrict__ b, int M, int N, int K, float* __restrict__ out,          \
                              BP_WG_TMA) {                                                                         \
-        gemm<B_KN, BM>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, out);                                      \
+        gemm<B_KN, BM, BN>(a, a_off, a_ld, b, M, N, K, &ta, &tb, tma != 0, out);                                  \
     }
+#define BP_WG_ENTRIES(NAME, BM, BN) \
+    BP_WG_GATE_UP(NAME, BM, BN)     \
+    BP_WG_NK_BF16(NAME, BM, BN)     \
+    BP_WG_KN_DZ(NAME, BM, BN)       \
+    BP_WG_KN_F32(NAME, BM, BN)
 
-BP_WG_ENTRIES(, 128)
-BP_WG_ENTRIES(_m64, 64)
+BP_WG_ENTRIES(, 128, 256)
+BP_WG_ENTRIES(_m64, 64, 128)
+BP_WG_KN_DZ(_n64, 64, 64)

@@ -48,10 +48,11 @@ pub const KERNEL_TIMEOUT: &str = "BITPARITY_KERNEL_TIMEOUT";
 /// compute-sanitizer, whose tools check every access themselves and would
 /// take a stray access into a zone for a valid one.
 pub const GUARDS: &str = "BITPARITY_GUARDS";
-/// `large` or `small`: the tile every launch of a CUDA subject with two
-/// takes (`cuda-wgmma`: 128 x 256 or 64 x 128), so that a run of small
-/// cases judges the large tiles too (default `auto`: the tile whose busiest
-/// multiprocessor finishes first, a small tile costing half a large one).
+/// `large`, `small` or `narrow`: the tile every launch of a CUDA subject
+/// with several takes (`cuda-wgmma`: 128 x 256, 64 x 128, or for its dh
+/// GEMM 64 x 64; a kernel without the tile named takes the next larger it
+/// has), so that a run of small cases judges every tile (default `auto`:
+/// the tile whose busiest multiprocessor finishes first).
 pub const TILES: &str = "BITPARITY_TILES";
 
 /// The knobs that change which cases a run generates or where it runs
@@ -190,12 +191,15 @@ pub fn guards() -> Result<bool, String> {
     }
 }
 
-/// Which tile the launches of a CUDA subject with two take ([`TILES`]).
+/// Which tile the launches of a CUDA subject with several take
+/// ([`TILES`]): the one that finishes first, or the one named (where a
+/// kernel lacks it, the next larger it has).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tiles {
     Auto,
     Large,
     Small,
+    Narrow,
 }
 
 /// [`TILES`], parsed.
@@ -204,7 +208,8 @@ pub fn tiles() -> Result<Tiles, String> {
         None | Some("auto") => Ok(Tiles::Auto),
         Some("large") => Ok(Tiles::Large),
         Some("small") => Ok(Tiles::Small),
-        Some(v) => Err(format!("{TILES}={v:?}: use auto, large or small")),
+        Some("narrow") => Ok(Tiles::Narrow),
+        Some(v) => Err(format!("{TILES}={v:?}: use auto, large, small or narrow")),
     }
 }
 

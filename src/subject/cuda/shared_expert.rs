@@ -23,11 +23,11 @@
 //! `cuda-wgmma` keeps z from the forward instead, as autograd does
 //! ([`Variant::keeps_z`]): four launches, the backward's dh GEMM turning dh
 //! into dz in its epilogue. Its tiles are 128 x 256 ([`Variant::tile_n`]),
-//! or 64 x 128 where those would finish later ([`Variant::has_m64`]); its
-//! blocks are persistent, one per multiprocessor ([`Variant::persistent`]);
-//! it copies with TMA through tensor maps the subject encodes where the
-//! rows are 16-byte aligned, with cp.async otherwise (the same bits; tier A
-//! has both).
+//! or 64 x 128, or (the dh GEMM) 64 x 64, whichever finishes first
+//! ([`Tile`]); its blocks are persistent, one per multiprocessor
+//! ([`Variant::persistent`]); it copies with TMA through tensor maps the
+//! subject encodes where the rows are 16-byte aligned, with cp.async
+//! otherwise (the same bits; tier A has both).
 //!
 //! Fail closed, as the other ops' subjects: no driver, GPU or NVRTC, or a
 //! kernel that does not compile, is an explicit reason ([`probe`]); an
@@ -119,19 +119,93 @@ pub fn plan(case: &SharedExpertCase) -> Result<Plan, SubjectError> {
     Ok(Plan { t, h, f })
 }
 
+/// A block's output tile, of those a kernel source may have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tile {
+    /// 128 rows, [`Variant::tile_n`] columns: every source's, every step.
+    Large,
+    /// 64 x 128 (`NAME_m64`): `cuda-wgmma`'s, every step.
+    Small,
+    /// 64 x 64 (`NAME_n64`): `cuda-wgmma`'s dh GEMM (`se_gemm_kn_dz`).
+    /// Not dX's: at T = 16 its 64 narrow tiles took 0.025 ms against 0.022
+    /// on 32 small ones, and at T = 256 they make two waves (0.044 against
+    /// 0.027; run 55).
+    Narrow,
+}
+
+impl Tile {
+    /// Largest first (the tile rule's ties take the earlier one).
+    pub const ALL: [Tile; 3] = [Tile::Large, Tile::Small, Tile::Narrow];
+
+    /// The entry points' suffix.
+    fn suffix(self) -> &'static str {
+        match self {
+            Tile::Large => "",
+            Tile::Small => "_m64",
+            Tile::Narrow => "_n64",
+        }
+    }
+
+    /// (rows, columns).
+    pub fn shape(self, variant: Variant) -> (usize, usize) {
+        match self {
+            Tile::Large => (TILE_M, variant.tile_n()),
+            Tile::Small => (TILE_M / 2, TILE_N),
+            Tile::Narrow => (TILE_M / 2, TILE_N / 2),
+        }
+    }
+
+    /// A tile's time on a multiprocessor, in sixths of a large one's: a
+    /// small tile (a quarter of the outputs) takes half (run 37: 242
+    /// against 563 TFLOP/s with full waves of each); a narrow one a third,
+    /// as its copies are 128 of a small one's 192 rows a stage (the main
+    /// loops of the 64-row kernels wait on the L2: run 47; run 55: dh at T
+    /// = 256 took 0.029 ms on 128 narrow tiles, 0.032 on 64 small ones).
+    fn cost(self) -> usize {
+        match self {
+            Tile::Large => 6,
+            Tile::Small => 3,
+            Tile::Narrow => 2,
+        }
+    }
+
+    /// The forced tile `knobs::Tiles` names, `None` for `auto`.
+    fn forced(tiles: knobs::Tiles) -> Option<Tile> {
+        match tiles {
+            knobs::Tiles::Auto => None,
+            knobs::Tiles::Large => Some(Tile::Large),
+            knobs::Tiles::Small => Some(Tile::Small),
+            knobs::Tiles::Narrow => Some(Tile::Narrow),
+        }
+    }
+}
+
+/// Of `candidates` (a tile and how many of it cover the output), the one
+/// whose busiest multiprocessor finishes first: waves (tiles over
+/// `multiprocessors`, rounded up) times the tile's cost; ties take the
+/// larger tile (the earlier candidate).
+fn fastest_tile(candidates: impl IntoIterator<Item = (Tile, usize)>, multiprocessors: usize) -> Option<Tile> {
+    let finish = |(tile, n): (Tile, usize)| n.div_ceil(multiprocessors.max(1)).saturating_mul(tile.cost());
+    candidates
+        .into_iter()
+        .fold(None, |best: Option<(Tile, usize)>, c| match best {
+            Some(b) if finish(b) <= finish(c) => Some(b),
+            _ => Some(c),
+        })
+        .map(|(tile, _)| tile)
+}
+
 struct Kernels {
     variant: Variant,
-    /// The entry points, by [`Step`], with tiles of 128 rows and
-    /// [`Variant::tile_n`] columns: `None` for a step the source does not
-    /// run ([`Variant::entry_point`]).
-    full: [Option<CudaFunction>; 5],
-    /// The same with 64 x 128 tiles (`NAME_m64`), where the source has them
-    /// ([`Variant::has_m64`]).
-    m64: Option<[Option<CudaFunction>; 5]>,
-    /// The GPU's multiprocessors: the tile rule's ([`small_tiles_first`])
-    /// and the persistent grid's.
+    /// The entry points, by [`Tile`] and [`Step`]: `None` for a step the
+    /// source does not run ([`Variant::entry_point`]) or runs without that
+    /// tile ([`Variant::has`]).
+    by_tile: [[Option<CudaFunction>; 5]; 3],
+    /// The GPU's multiprocessors: the tile rule's ([`fastest_tile`]) and the
+    /// persistent grid's.
     multiprocessors: usize,
-    /// `BITPARITY_TILES`: which tile every launch takes, where there are two.
+    /// `BITPARITY_TILES`: which tile every launch takes, where there are
+    /// several.
     tiles: knobs::Tiles,
 }
 
@@ -201,8 +275,9 @@ impl Variant {
         self == Variant::Wgmma
     }
 
-    /// The kernel that runs `step` (with the large tiles; `NAME_m64` with
-    /// the small ones), or `None` where the source has no such step.
+    /// The kernel that runs `step` (with the large tiles; with the others,
+    /// the name and [`Tile`]'s suffix), or `None` where the source has no
+    /// such step.
     pub fn entry_point(self, step: Step) -> Option<&'static str> {
         match (step, self.keeps_z()) {
             (Step::GateUpBwd, true) => None,
@@ -225,10 +300,16 @@ impl Variant {
         [Step::GateUpFwd, Step::Down].into_iter().chain(self.backward_steps().iter().copied()).collect()
     }
 
-    /// Whether the source also has every entry point with 64 x 128 tiles
-    /// (`NAME_m64`), for shapes where they finish first.
-    pub fn has_m64(self) -> bool {
-        self == Variant::Wgmma
+    /// Whether the source runs `step` with `tile` (every source every step
+    /// with the large tiles; `cuda-wgmma` also every step with the small
+    /// ones, and its dh GEMM with the narrow ones).
+    pub fn has(self, tile: Tile, step: Step) -> bool {
+        self.entry_point(step).is_some()
+            && match tile {
+                Tile::Large => true,
+                Tile::Small => self == Variant::Wgmma,
+                Tile::Narrow => self == Variant::Wgmma && step == Step::Dh,
+            }
     }
 
     /// Columns of a block's tile (`BP_SE_BN`; 128 rows each): 256 for
@@ -279,16 +360,18 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
             variant.name()
         ));
     }
-    let functions = |suffix: &str| -> Result<[Option<CudaFunction>; 5], String> {
-        let f = |s: Step| {
-            variant.entry_point(s).map(|name| dev.function(variant.kernel(), &format!("{name}{suffix}"))).transpose()
+    let functions = |tile: Tile| -> Result<[Option<CudaFunction>; 5], String> {
+        let f = |s: Step| match variant.entry_point(s) {
+            Some(name) if variant.has(tile, s) => {
+                dev.function(variant.kernel(), &format!("{name}{}", tile.suffix())).map(Some)
+            }
+            _ => Ok(None),
         };
         Ok([f(Step::GateUpFwd)?, f(Step::Down)?, f(Step::Dh)?, f(Step::GateUpBwd)?, f(Step::Dx)?])
     };
     let kernels = Kernels {
         variant,
-        full: functions("")?,
-        m64: if variant.has_m64() { Some(functions("_m64")?) } else { None },
+        by_tile: [functions(Tile::Large)?, functions(Tile::Small)?, functions(Tile::Narrow)?],
         multiprocessors: dev.info.multiprocessors.max(1) as usize,
         tiles: knobs::tiles()?,
     };
@@ -297,7 +380,7 @@ fn load(variant: Variant) -> Result<CudaSharedExpert, String> {
         // A plain driver call: the context current on this thread first.
         dev.ctx.bind_to_thread().map_err(|e| format!("{}: binding the context: {e}", variant.name()))?;
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
-        for f in kernels.full.iter().chain(kernels.m64.iter().flatten()).flatten() {
+        for f in kernels.by_tile.iter().flatten().flatten() {
             f.set_attribute(MAX_DYN, smem as i32)
                 .map_err(|e| format!("{}: {smem} bytes of dynamic shared memory: {e}", variant.name()))?;
         }
@@ -469,43 +552,42 @@ impl Subject<SharedExpert> for CudaSharedExpert {
     }
 }
 
-/// Whether `small` tiles of 64 x 128 finish before `large` ones of 128 x
-/// 256 on `multiprocessors`, by the busiest multiprocessor's time in halves
-/// of a large tile's: a small tile (a quarter of the outputs) takes about
-/// half a large one's time (run 37: 242 against 563 TFLOP/s with full waves
-/// of each). Ties take the large tiles.
-fn small_tiles_first(large: usize, small: usize, multiprocessors: usize) -> bool {
-    let waves = |tiles: usize| tiles.div_ceil(multiprocessors.max(1));
-    waves(small) < 2 * waves(large)
+/// The tile `variant` runs `step` on `plan` with, and its tiles (along N,
+/// along M): the one `tiles` names (where the step lacks it, the next
+/// larger it has), else the one that finishes first on `multiprocessors`
+/// ([`fastest_tile`]). `None` where the variant does not run the step.
+fn tile_of(
+    variant: Variant,
+    step: Step,
+    plan: &Plan,
+    multiprocessors: usize,
+    tiles: knobs::Tiles,
+) -> Option<(Tile, (usize, usize))> {
+    let grids = Tile::ALL.into_iter().filter(|&tile| variant.has(tile, step)).map(|tile| {
+        let (rows, cols) = tile.shape(variant);
+        (tile, (step.grid_n(plan, cols), plan.t.div_ceil(rows)))
+    });
+    match Tile::forced(tiles) {
+        Some(forced) => grids.take_while(|&(tile, _)| tile as usize <= forced as usize).last(),
+        None => {
+            let grids: Vec<_> = grids.collect();
+            let best = fastest_tile(grids.iter().map(|&(t, (n, m))| (t, n.saturating_mul(m))), multiprocessors)?;
+            grids.into_iter().find(|&(t, _)| t == best)
+        }
+    }
 }
 
 impl Kernels {
-    /// The function and launch shape of `step` on `plan`, and whether it
-    /// takes the small tiles: tiles of 128 rows and [`Variant::tile_n`]
-    /// columns, or of 64 x 128 where the source has them and they finish
-    /// first ([`small_tiles_first`]); a block per tile, or per
-    /// multiprocessor where the kernels loop over their tiles
-    /// ([`Variant::persistent`]). Neither the tile nor the grid changes a
-    /// bit (an output's chain depends on neither); batch invariance checks
-    /// that.
-    fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig, bool), SubjectError> {
-        // (blocks along N, along M) of each tile.
-        let large = (step.grid_n(plan, self.variant.tile_n()), plan.t.div_ceil(TILE_M));
-        let small = (step.grid_n(plan, TILE_N), plan.t.div_ceil(TILE_M / 2));
-        let wants_small = match self.tiles {
-            knobs::Tiles::Auto => small_tiles_first(
-                large.0.saturating_mul(large.1),
-                small.0.saturating_mul(small.1),
-                self.multiprocessors,
-            ),
-            knobs::Tiles::Large => false,
-            knobs::Tiles::Small => true,
-        };
-        let (f, (grid_n, grid_m), small) = match &self.m64 {
-            Some(m64) if wants_small => (&m64[step as usize], small, true),
-            _ => (&self.full[step as usize], large, false),
-        };
-        let Some(f) = f else {
+    /// The function and launch shape of `step` on `plan`, and its tile
+    /// ([`tile_of`]): a block per tile, or per multiprocessor where the
+    /// kernels loop over their tiles ([`Variant::persistent`]). Neither the
+    /// tile nor the grid changes a bit (an output's chain depends on
+    /// neither); batch invariance checks that.
+    fn launch_of(&self, step: Step, plan: &Plan) -> Result<(&CudaFunction, LaunchConfig, Tile), SubjectError> {
+        let chosen = tile_of(self.variant, step, plan, self.multiprocessors, self.tiles);
+        let found =
+            chosen.and_then(|(tile, grid)| Some((self.by_tile[tile as usize][step as usize].as_ref()?, grid, tile)));
+        let Some((f, (grid_n, grid_m), tile)) = found else {
             return Err(SubjectError::Invalid(format!("{}: no {step:?} step", self.variant.name())));
         };
         let grid_dim = if self.variant.persistent() {
@@ -525,7 +607,7 @@ impl Kernels {
                 block_dim: (self.variant.threads(), 1, 1),
                 shared_mem_bytes: self.variant.dynamic_smem(),
             },
-            small,
+            tile,
         ))
     }
 }
@@ -569,8 +651,8 @@ impl DeviceSharedExpertCase {
         let Plan { t, h, f, .. } = self.plan;
         let (ti, hi, fi, f2) = (t as i32, h as i32, f as i32, 2 * f as i32);
         let kernels = self.kernels.clone();
-        let (function, config, small) = kernels.launch_of(step, &self.plan)?;
-        let (ta, tb, tma) = self.tensor_maps(step, small)?;
+        let (function, config, tile) = kernels.launch_of(step, &self.plan)?;
+        let (ta, tb, tma) = self.tensor_maps(step, tile)?;
         let tma = tma as i32;
         let keeps_z = kernels.variant.keeps_z();
         let zero = 0i32;
@@ -597,7 +679,7 @@ impl DeviceSharedExpertCase {
                 // and the kernel reads only the H values of each row; w1
                 // holds 2F x H; hid T x F. Every size is within i32 (plan);
                 // the grid is ceil(F/units) x ceil(T/tile rows) (launch_of;
-                // <= 65535). Its _m64 twin takes the same arguments. Dynamic
+                // <= 65535). Its twins of other tiles take the same arguments. Dynamic
                 // shared memory as the source takes it
                 // (Variant::dynamic_smem, the limit raised at load). The
                 // buffers outlive the launch (frees are stream-ordered).
@@ -685,17 +767,17 @@ impl DeviceSharedExpertCase {
         Ok(())
     }
 
-    /// The tensor maps of `step`'s A and B for `cuda-wgmma` (with the tile
-    /// `small` says), and whether the kernel copies through them: only where
+    /// The tensor maps of `step`'s A and B for `cuda-wgmma` (boxes of
+    /// `tile`'s rows), and whether the kernel copies through them: only where
     /// TMA can address both (16-byte aligned rows); otherwise, and for the
     /// other sources, unused maps and cp.async.
-    fn tensor_maps(&self, step: Step, small: bool) -> Result<(TensorMap, TensorMap, bool), SubjectError> {
+    fn tensor_maps(&self, step: Step, tile: Tile) -> Result<(TensorMap, TensorMap, bool), SubjectError> {
         let none = Ok((TensorMap::unused(), TensorMap::unused(), false));
         if !self.kernels.variant.persistent() {
             return none;
         }
         let Plan { t, h, f, .. } = self.plan;
-        let (bm, bn) = if small { (TILE_M / 2, TILE_N) } else { (TILE_M, 2 * TILE_N) };
+        let (bm, bn) = tile.shape(self.kernels.variant);
         // A window's rows start `offset` elements into x (and dy); the
         // storage holds them (plan).
         let at = |p: &u64| p + 2 * self.offset as u64;
@@ -861,33 +943,54 @@ mod tests {
                 assert!(text.contains(&format!("{name}(")) || text.contains(&format!("{name}##NAME(")), "{name}");
             }
             assert!(text.contains("#include \"expf.cuh\""), "{}", source.name);
-            assert_eq!(text.contains("BP_WG_ENTRIES(_m64, 64)"), v.has_m64(), "{}", source.name);
+            assert_eq!(
+                text.contains("BP_WG_ENTRIES(_m64, 64, 128)"),
+                v.has(Tile::Small, Step::Down),
+                "{}",
+                source.name
+            );
+            assert_eq!(text.contains("BP_WG_KN_DZ(_n64, 64, 64)"), v.has(Tile::Narrow, Step::Dh), "{}", source.name);
             for banned in ["__fmaf", "fmaf(", "__expf", "__fdividef", "__frcp_r"] {
                 assert!(!text.contains(banned), "{banned} in {}", source.name);
             }
         }
     }
 
-    /// The tile rule at the timed shapes on the H200's 132 SMs, as run 38
-    /// measured each tile (reports/wgmma-2026-12-02): large at T = 2048
-    /// (dh's 128 tiles included), small at T = 256 and 16.
+    /// The tile rule at the timed shapes on the H200's 132 SMs, as runs 38
+    /// and 55 measured each tile (reports/wgmma-2026-12-0*): large at T =
+    /// 2048 (dh's 128 tiles included), small at T = 256 and 16 but for dh,
+    /// whose small tiles leave half the multiprocessors idle: narrow.
     #[test]
     fn the_tile_rule_takes_the_tile_that_finishes_first() {
-        let tiles = |step: Step, t: usize, h: usize, f: usize| {
-            let p = Plan { t, h, f };
-            (step.grid_n(&p, 2 * TILE_N) * t.div_ceil(TILE_M), step.grid_n(&p, TILE_N) * t.div_ceil(TILE_M / 2))
+        use Step::*;
+        use Tile::*;
+        let tile = |step: Step, t: usize, h: usize| {
+            tile_of(Variant::Wgmma, step, &Plan { t, h, f: 2048 }, 132, knobs::Tiles::Auto).map(|(tile, _)| tile)
         };
-        for step in [Step::GateUpFwd, Step::Down, Step::Dh, Step::Dx] {
-            for (t, h, small) in [(2048, 4096, false), (2048, 7168, false), (256, 4096, true), (16, 4096, true)] {
-                let (l, s) = tiles(step, t, h, 2048);
-                assert_eq!(small_tiles_first(l, s, 132), small, "{step:?} at T = {t}, H = {h}: {l} large, {s} small");
+        for (t, h, want) in [
+            (2048, 4096, [Large, Large, Large, Large]),
+            (2048, 7168, [Large, Large, Large, Large]),
+            (256, 4096, [Small, Small, Narrow, Small]),
+            (16, 4096, [Small, Small, Narrow, Small]),
+        ] {
+            for (step, want) in [GateUpFwd, Down, Dh, Dx].into_iter().zip(want) {
+                assert_eq!(tile(step, t, h), Some(want), "{step:?} at T = {t}, H = {h}");
             }
         }
         // dh at T = 2048: 128 large tiles, one wave; 512 small, four.
-        assert_eq!(tiles(Step::Dh, 2048, 4096, 2048), (128, 512));
+        let grid = |tiles: knobs::Tiles| tile_of(Variant::Wgmma, Dh, &Plan { t: 2048, h: 4096, f: 2048 }, 132, tiles);
+        assert_eq!(grid(knobs::Tiles::Large), Some((Large, (8, 16))));
+        assert_eq!(grid(knobs::Tiles::Small), Some((Small, (16, 32))));
+        assert_eq!(grid(knobs::Tiles::Narrow), Some((Narrow, (32, 32))));
+        // A forced tile a step lacks: the next larger it has.
+        let p = Plan { t: 256, h: 4096, f: 2048 };
+        assert_eq!(tile_of(Variant::Wgmma, GateUpFwd, &p, 132, knobs::Tiles::Narrow).map(|t| t.0), Some(Small));
+        assert_eq!(tile_of(Variant::TensorCore, Dh, &p, 132, knobs::Tiles::Narrow).map(|t| t.0), Some(Large));
+        assert_eq!(tile_of(Variant::Wgmma, GateUpBwd, &p, 132, knobs::Tiles::Auto), None);
         // One multiprocessor: the large tiles, a quarter as many, win.
-        assert!(!small_tiles_first(4, 16, 1));
-        assert!(!small_tiles_first(0, 0, 0));
+        assert_eq!(fastest_tile([(Large, 4), (Small, 16), (Narrow, 32)], 1), Some(Large));
+        assert_eq!(fastest_tile([(Large, 0), (Small, 0)], 0), Some(Large));
+        assert_eq!(fastest_tile([], 132), None);
     }
 
     fn case(t: usize, h: usize, f: usize) -> SharedExpertCase {
