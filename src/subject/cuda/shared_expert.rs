@@ -180,19 +180,10 @@ impl Tile {
     }
 }
 
-/// Of `candidates` (a tile and how many of it cover the output), the one
-/// whose busiest multiprocessor finishes first: waves (tiles over
-/// `multiprocessors`, rounded up) times the tile's cost; ties take the
-/// larger tile (the earlier candidate).
-fn fastest_tile(candidates: impl IntoIterator<Item = (Tile, usize)>, multiprocessors: usize) -> Option<Tile> {
-    let finish = |(tile, n): (Tile, usize)| n.div_ceil(multiprocessors.max(1)).saturating_mul(tile.cost());
-    candidates
-        .into_iter()
-        .fold(None, |best: Option<(Tile, usize)>, c| match best {
-            Some(b) if finish(b) <= finish(c) => Some(b),
-            _ => Some(c),
-        })
-        .map(|(tile, _)| tile)
+/// When the busiest of `multiprocessors` finishes `n` tiles of `tile`:
+/// waves (tiles over multiprocessors, rounded up) times the tile's cost.
+fn finish(tile: Tile, n: usize, multiprocessors: usize) -> usize {
+    n.div_ceil(multiprocessors.max(1)).saturating_mul(tile.cost())
 }
 
 struct Kernels {
@@ -201,7 +192,7 @@ struct Kernels {
     /// source does not run ([`Variant::entry_point`]) or runs without that
     /// tile ([`Variant::has`]).
     by_tile: [[Option<CudaFunction>; 5]; 3],
-    /// The GPU's multiprocessors: the tile rule's ([`fastest_tile`]) and the
+    /// The GPU's multiprocessors: the tile rule's ([`tile_of`]) and the
     /// persistent grid's.
     multiprocessors: usize,
     /// `BITPARITY_TILES`: which tile every launch takes, where there are
@@ -555,7 +546,8 @@ impl Subject<SharedExpert> for CudaSharedExpert {
 /// The tile `variant` runs `step` on `plan` with, and its tiles (along N,
 /// along M): the one `tiles` names (where the step lacks it, the next
 /// larger it has), else the one that finishes first on `multiprocessors`
-/// ([`fastest_tile`]). `None` where the variant does not run the step.
+/// ([`finish`]; ties take the larger tile). `None` where the variant does
+/// not run the step.
 fn tile_of(
     variant: Variant,
     step: Step,
@@ -569,11 +561,8 @@ fn tile_of(
     });
     match Tile::forced(tiles) {
         Some(forced) => grids.take_while(|&(tile, _)| tile as usize <= forced as usize).last(),
-        None => {
-            let grids: Vec<_> = grids.collect();
-            let best = fastest_tile(grids.iter().map(|&(t, (n, m))| (t, n.saturating_mul(m))), multiprocessors)?;
-            grids.into_iter().find(|&(t, _)| t == best)
-        }
+        // The first of equal minima: the larger tile (Tile::ALL's order).
+        None => grids.min_by_key(|&(tile, (n, m))| finish(tile, n.saturating_mul(m), multiprocessors)),
     }
 }
 
@@ -988,9 +977,13 @@ mod tests {
         assert_eq!(tile_of(Variant::TensorCore, Dh, &p, 132, knobs::Tiles::Narrow).map(|t| t.0), Some(Large));
         assert_eq!(tile_of(Variant::Wgmma, GateUpBwd, &p, 132, knobs::Tiles::Auto), None);
         // One multiprocessor: the large tiles, a quarter as many, win.
-        assert_eq!(fastest_tile([(Large, 4), (Small, 16), (Narrow, 32)], 1), Some(Large));
-        assert_eq!(fastest_tile([(Large, 0), (Small, 0)], 0), Some(Large));
-        assert_eq!(fastest_tile([], 132), None);
+        let one = |step: Step| tile_of(Variant::Wgmma, step, &p, 1, knobs::Tiles::Auto).map(|t| t.0);
+        assert_eq!((one(Dh), one(Dx)), (Some(Large), Some(Large)));
+        // A tie (one large tile against two small ones on one
+        // multiprocessor): the large tile.
+        let tie = Plan { t: 64, h: 64, f: 128 };
+        assert_eq!(tile_of(Variant::Wgmma, GateUpFwd, &tie, 1, knobs::Tiles::Auto), Some((Large, (1, 1))));
+        assert_eq!(finish(Small, 0, 0), 0);
     }
 
     fn case(t: usize, h: usize, f: usize) -> SharedExpertCase {
