@@ -1,13 +1,16 @@
 //! CI compiles every kernel with NVRTC, with the options the CUDA subject
 //! uses, and fails on any error or warning (a non-empty NVRTC log).
 //!
+//! BITPARITY_NVRTC_EXTRA's definitions (experiment switches) apply here as
+//! in the subjects, so that a switch's code is compiled before a GPU run.
+//!
 //! NVRTC comes from PyPI (nvidia-cuda-nvrtc==13.0.*): `. scripts/nvrtc-env`
 //! installs it and puts it on LD_LIBRARY_PATH. Without NVRTC the test is
 //! reported `ignored` with the reason (its own harness: libtest cannot skip at
 //! run time), unless BITPARITY_REQUIRE_NVRTC=1 (CI sets it), where a missing
 //! NVRTC fails.
 
-use bitparity::subject::cuda::nvrtc::{compile, version, CI_ARCH};
+use bitparity::subject::cuda::nvrtc::{compile, extra_options, version, CI_ARCH};
 use bitparity::subject::cuda::KernelId;
 
 const NAME: &str = "every_kernel_compiles_without_warnings";
@@ -34,14 +37,19 @@ fn main() {
         Err(reason) => (0, 1, 0, Some(format!("BITPARITY_REQUIRE_NVRTC=1 but {reason}"))),
         Ok(version) => {
             let mut failures = Vec::new();
+            let extra = extra_options().unwrap_or_else(|e| {
+                failures.push(e);
+                Vec::new()
+            });
             for id in KernelId::ALL {
-                match compile(&id.source(), &id.arch(CI_ARCH), &[]) {
+                match compile(&id.source(), &id.arch(CI_ARCH), &extra) {
                     Ok(c) if c.log.is_empty() => println!(
-                        "compiled {} for {} with NVRTC {}.{}: {} bytes of machine code, empty log",
+                        "compiled {} for {} with NVRTC {}.{}{}: {} bytes of machine code, empty log",
                         c.name,
                         c.arch,
                         version.0,
                         version.1,
+                        if extra.is_empty() { String::new() } else { format!(" and {}", extra.join(" ")) },
                         c.cubin.len()
                     ),
                     Ok(c) => failures.push(format!("{} ({}): NVRTC log not empty:\n{}", c.name, c.arch, c.log)),
