@@ -10,7 +10,9 @@
 //! benches/router_table.py joins the two files.
 //!
 //! Usage: gpu_router [--json PATH] [--iters N] [--warmup N] [--only T]
-//! Without a GPU it prints `SKIPPED` with the reason and exits 0.
+//! Without a GPU it prints `SKIPPED` with the reason and exits 0; with
+//! one whose subject does not load (a kernel that does not compile, a
+//! refused knob) it fails (exit 1).
 
 use bitparity::props::compare::diff_groups;
 use bitparity::subject::cuda::router::{probe, CudaRouter};
@@ -92,9 +94,16 @@ fn main() {
     }
     let cuda = match probe() {
         Ok(c) => c,
-        Err(reason) => {
+        // Only a machine without a usable GPU skips: on one with a GPU, a
+        // subject that does not load (a kernel that does not compile, a
+        // refused knob) is a failure, never a skip.
+        Err(reason) if bitparity::subject::cuda::device::device().is_err() => {
             println!("SKIPPED gpu_router bench: no CUDA subject: {reason}");
             return;
+        }
+        Err(reason) => {
+            eprintln!("gpu_router bench failed: the GPU is there but the CUDA subject is not: {reason}");
+            std::process::exit(1);
         }
     };
     let run = || -> Result<serde_json::Value, String> {
