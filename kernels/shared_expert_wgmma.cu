@@ -30,7 +30,7 @@
 // 63, with wgmma.m64n64k16; or (the dh GEMM's `_n64` kernel) 64 x 64, the
 // columns 32 w .. 32 w + 31, with wgmma.m64n32k16. A and B come from
 // shared memory. K advances by 64 (four steps) through Shape::STAGES
-// buffers (4 of 48 KiB, 8 of 24 KiB or 12 of 16 KiB), handed between the
+// buffers (4 of 48 KiB, 8 of 24 KiB or 8 of 16 KiB), handed between the
 // warpgroups by two mbarriers per stage ("full": copied; "empty": the steps
 // on it done). The blocks are persistent: one per
 // multiprocessor (or per tile, where there are fewer tiles), each walking
@@ -218,9 +218,10 @@ struct Shape {
     static constexpr int ACC = WG_N / 2;
     static constexpr int A_BYTES = BM * 128;
     static constexpr int STAGE_BYTES = (BM + BN) * 128;
-    // 192 KiB of stages: 4 of the large tiles', 8 of the 64 x 128 ones',
-    // 12 of the 64 x 64 ones'.
-    static constexpr int STAGES = 192 * 1024 / STAGE_BYTES;
+    // 192 KiB of stages: 4 of the large tiles', 8 of the 64 x 128 ones';
+    // 128 KiB, 8 stages, of the 64 x 64 ones (run 57: dh at T = 256 0.026
+    // to 0.028 ms with 8, 0.029 to 0.032 with 12).
+    static constexpr int STAGES = (BN == 64 ? 128 : 192) * 1024 / STAGE_BYTES;
     static_assert(STAGES >= 3 && STAGES * STAGE_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
 };
 
