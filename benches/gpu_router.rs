@@ -10,11 +10,13 @@
 //! benches/router_table.py joins the two files.
 //!
 //! Usage: gpu_router [--json PATH] [--iters N] [--warmup N] [--only T]
-//! Without a GPU it prints `SKIPPED` with the reason and exits 0; with
-//! one whose subject does not load (a kernel that does not compile, a
-//! refused knob) it fails (exit 1).
+//! Without a GPU it prints `SKIPPED` with the reason and exits 0, unless a
+//! report was asked for (`--json`); with a GPU whose subject does not load
+//! (a kernel that does not compile, a refused knob) it fails (exit 1):
+//! `device::bench_without_subject`.
 
 use bitparity::props::compare::diff_groups;
+use bitparity::subject::cuda::device::bench_without_subject;
 use bitparity::subject::cuda::router::{probe, CudaRouter};
 use bitparity::subject::SubjectError;
 use oracles::case::router::{FusedLoss, RouterCase};
@@ -94,17 +96,16 @@ fn main() {
     }
     let cuda = match probe() {
         Ok(c) => c,
-        // Only a machine without a usable GPU skips: on one with a GPU, a
-        // subject that does not load (a kernel that does not compile, a
-        // refused knob) is a failure, never a skip.
-        Err(reason) if bitparity::subject::cuda::device::device().is_err() => {
-            println!("SKIPPED gpu_router bench: no CUDA subject: {reason}");
-            return;
-        }
-        Err(reason) => {
-            eprintln!("gpu_router bench failed: the GPU is there but the CUDA subject is not: {reason}");
-            std::process::exit(1);
-        }
+        Err(reason) => match bench_without_subject("gpu_router bench", &reason, json_path.is_none()) {
+            Ok(skip) => {
+                println!("{skip}");
+                return;
+            }
+            Err(failure) => {
+                eprintln!("{failure}");
+                std::process::exit(1);
+            }
+        },
     };
     let run = || -> Result<serde_json::Value, String> {
         let dev = cuda.device();

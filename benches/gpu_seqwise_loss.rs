@@ -23,6 +23,7 @@
 //! report is asked for) does it print `SKIPPED` with the reason and exit 0.
 
 use bitparity::props::compare::diff_groups;
+use bitparity::subject::cuda::device::bench_without_subject;
 use bitparity::subject::cuda::probe;
 use bitparity::subject::cuda::seqwise_loss::DeviceCase;
 use bitparity::subject::SubjectError;
@@ -102,16 +103,18 @@ fn main() {
     }
     let cuda = match probe() {
         Ok(c) => c,
+        // Only under cargo bench may a machine without a GPU skip.
         Err(reason) => {
-            // A machine without a usable GPU skips (under cargo bench); on
-            // one with a GPU a subject that does not load is a failure.
-            if under_cargo_bench && json_path.is_none() && bitparity::subject::cuda::device::device().is_err() {
-                println!("SKIPPED gpu_seqwise_loss bench: no CUDA subject: {reason}");
-                return;
+            match bench_without_subject("gpu_seqwise_loss bench", &reason, under_cargo_bench && json_path.is_none()) {
+                Ok(skip) => {
+                    println!("{skip}");
+                    return;
+                }
+                Err(failure) => {
+                    eprintln!("{failure}");
+                    std::process::exit(1);
+                }
             }
-            // A speed report was asked for: no GPU is a failure, never a pass.
-            eprintln!("gpu_seqwise_loss bench failed: no CUDA subject: {reason}; no timings written");
-            std::process::exit(1);
         }
     };
     let run = || -> Result<serde_json::Value, String> {

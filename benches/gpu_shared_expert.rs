@@ -34,10 +34,12 @@
 //! and rows 0, T / 2 and T - 1 of it (y and dX) must equal the whole
 //! batch's rows a, a + T / 2 and a + T - 1, and the second run the first,
 //! bit for bit. Exits 1 on the first difference.
-//! Without a GPU it prints `SKIPPED` with the reason and exits 0; with
-//! one whose subject does not load (a kernel that does not compile, a
-//! refused knob) it fails (exit 1).
+//! Without a GPU it prints `SKIPPED` with the reason and exits 0, unless a
+//! report was asked for (`--json`); with a GPU whose subject does not load
+//! (a kernel that does not compile, a refused knob) it fails (exit 1):
+//! `device::bench_without_subject`.
 
+use bitparity::subject::cuda::device::bench_without_subject;
 use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Variant};
 use bitparity::subject::{Subject, SubjectError};
 use oracles::case::shared_expert::SharedExpertCase;
@@ -248,17 +250,16 @@ fn main() {
     }
     let cuda = match probe(variant) {
         Ok(c) => c,
-        // Only a machine without a usable GPU skips: on one with a GPU, a
-        // subject that does not load (a kernel that does not compile, a
-        // refused knob) is a failure, never a skip.
-        Err(reason) if bitparity::subject::cuda::device::device().is_err() => {
-            println!("SKIPPED gpu_shared_expert bench: no CUDA subject: {reason}");
-            return;
-        }
-        Err(reason) => {
-            eprintln!("gpu_shared_expert bench failed: the GPU is there but the CUDA subject is not: {reason}");
-            std::process::exit(1);
-        }
+        Err(reason) => match bench_without_subject("gpu_shared_expert bench", &reason, json_path.is_none()) {
+            Ok(skip) => {
+                println!("{skip}");
+                return;
+            }
+            Err(failure) => {
+                eprintln!("{failure}");
+                std::process::exit(1);
+            }
+        },
     };
     if let Some(max) = sweep_max {
         println!("{}: batch invariance and determinism, T = 1 to {max}, H = 4096, F = 2048", variant.name());

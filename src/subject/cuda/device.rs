@@ -87,6 +87,20 @@ pub fn device() -> Result<Arc<Device>, String> {
     DEVICE.get_or_init(|| guarded(open).and_then(|r| r)).clone()
 }
 
+/// A GPU bench whose CUDA subject did not load (`reason`): `Ok`, the line
+/// to print before exiting 0, only where `may_skip` (no report was asked
+/// for) and this machine has no usable GPU; otherwise `Err`, the failure to
+/// exit 1 with: a report asked for without a GPU, or a GPU whose subject
+/// does not load (a kernel that does not compile, a refused knob). A skip
+/// says so and why; it is never a pass.
+pub fn bench_without_subject(bench: &str, reason: &str, may_skip: bool) -> Result<String, String> {
+    match device() {
+        Err(_) if may_skip => Ok(format!("SKIPPED {bench}: no CUDA subject: {reason}")),
+        Err(_) => Err(format!("{bench} failed: no CUDA subject: {reason}; no timings written")),
+        Ok(_) => Err(format!("{bench} failed: the GPU is there but the CUDA subject is not: {reason}")),
+    }
+}
+
 /// How many CUDA devices this host has (`check --devices all`).
 pub fn device_count() -> Result<usize, String> {
     guarded(|| {
@@ -336,6 +350,22 @@ pub fn as_i32(x: usize, what: &str) -> Result<i32, SubjectError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bench skips only without a usable GPU and without a report asked
+    /// for; with a GPU (the nightly's machine) every subject that does not
+    /// load fails.
+    #[test]
+    fn a_bench_skips_only_where_there_is_no_gpu_and_no_report() {
+        let skip = bench_without_subject("b", "why", true);
+        let report = bench_without_subject("b", "why", false);
+        if device().is_err() {
+            assert_eq!(skip, Ok("SKIPPED b: no CUDA subject: why".to_string()));
+            assert!(report.is_err_and(|e| e.contains("no timings written")));
+        } else {
+            assert!(skip.is_err_and(|e| e.contains("the GPU is there")));
+            assert!(report.is_err_and(|e| e.contains("the GPU is there")));
+        }
+    }
 
     // Only the classification: setting LOST in a test would stop every
     // runner test of this process.
