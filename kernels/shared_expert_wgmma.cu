@@ -27,9 +27,10 @@
 // BM x BN tile: 128 x 256, warpgroup w the rows 64 w .. 64 w + 63, all 256
 // columns, with wgmma.m64n256k16; or (the `_m64` kernels, where those tiles
 // would finish later) 64 x 128, all 64 rows and the columns 64 w .. 64 w +
-// 63, with wgmma.m64n64k16; or (the dh GEMM's `_n64` kernel) 64 x 64, the
-// columns 32 w .. 32 w + 31, with wgmma.m64n32k16. A and B come from
-// shared memory. K advances by 64 (four steps) through Shape::STAGES
+// 63, with wgmma.m64n64k16; or (the dh GEMM's `_n64` kernel) 64 x 64,
+// warpgroup 0 alone with wgmma.m64n64k16 (two m64n32k16 chains would read
+// A from shared memory twice a step), warpgroup 1 joining only the
+// epilogue (gemm_kn_dz_shared). A and B come from shared memory. K advances by 64 (four steps) through Shape::STAGES
 // buffers (4 of 48 KiB, 8 of 24 KiB or 8 of 16 KiB), handed between the
 // warpgroups by two mbarriers per stage ("full": copied; "empty": the steps
 // on it done). The blocks are persistent: one per
@@ -54,6 +55,10 @@
 // Epilogues: straight from the accumulators to global memory, two adjacent
 // outputs a store where the row length is even and the buffer aligned
 // (aligned_to, below); the dz epilogue is a loop (gemm_kn_dz says why).
+// Launches: each kernel lets the next one in the stream start early
+// (programmatic dependent launch, src/subject/cuda/launch.rs): its copier
+// requests its first tile's first EARLY_STAGES stages of B before it waits
+// for the kernel before to complete, every other thread waits first.
 //
 // The forward keeps z (g and u, f32) for the backward, as autograd does: the
 // backward runs 6 T H F FLOPs, not 10 (z is not recomputed from x).
@@ -65,6 +70,9 @@
 // there is no se_gate_up_bwd; and BP_WG_SMEM bytes of dynamic shared memory
 // (the function's limit raised to it first). Block (384, 1, 1); grid
 // (blocks, 1, 1), any number of blocks (the kernels loop over the tiles).
+// Each may be launched to overlap the kernel before it (programmatic
+// dependent launch): it reads B before it waits for that kernel, so B (the
+// weights) must not be what that kernel writes.
 // The gate/up kernel's tiles: ceil(F / (BN / 2)) along N (gate units j0 ..
 // j0 + BN / 2 - 1 and their up units), the GEMMs' ceil(N / BN); ceil(M /
 // BM) along M. BM x BN = 128 x 256; each entry point below also exists as
@@ -141,7 +149,7 @@ __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, 
 }
 
 // d = a b + d over one k block of 16 for a warpgroup's 64 x 256 (or, below,
-// 64 x 64 and 64 x 32) outputs: the step the profile chains. TB: B is MN-major
+// 64 x 64) outputs: the step the profile chains. TB: B is MN-major
 // (transposed).
 template <int TB>
 __device__ __forceinline__ void wgmma16(float (&d)[128], unsigned long long da, unsigned long long db) {
@@ -188,41 +196,43 @@ __device__ __forceinline__ void wgmma16(float (&d)[32], unsigned long long da, u
         : "memory");
 }
 
-template <int TB>
-__device__ __forceinline__ void wgmma16(float (&d)[16], unsigned long long da, unsigned long long db) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, %18;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db), "n"(TB)
-        : "memory");
-}
 
 // The tiles: BM x BN outputs (128 x 256, 64 x 128 or 64 x 64). The
 // computing warpgroups split a tile of 128 rows by rows (warpgroup w the
 // rows WG_M0 w .. WG_M0 w + 63, all columns) and one of 64 rows by columns
-// (all rows, the columns WG_N0 w .. WG_N0 w + WG_N - 1); a warpgroup's 64 x
-// WG_N outputs over its 128 threads, ACC each. A stage's bytes (A's BM x
+// (all rows, the columns WG_N0 w .. WG_N0 w + WG_N - 1), or of 64 x 64 not
+// at all (MMA_WGS); a warpgroup's 64 x WG_N outputs over its 128 threads,
+// ACC each. A stage's bytes (A's BM x
 // 64, then B's BN x 64) and how many stages the shared memory holds.
 template <int BM, int BN>
 struct Shape {
     static_assert((BM == 128 && BN == 256) || (BM == 64 && (BN == 128 || BN == 64)), "a tile the entry points take");
+    // Warpgroups in the main loop: both, or (the 64 x 64 tiles) warpgroup
+    // 0 alone, with m64n64k16 steps: two m64n32k16 chains would read A
+    // twice (run 63: dh at T = 16 0.022 ms against 0.027); warpgroup 1 then
+    // joins only the epilogue.
+    static constexpr int MMA_WGS = BN == 64 ? 1 : 2;
     static constexpr int WG_M0 = BM == 128 ? 64 : 0;
-    static constexpr int WG_N0 = BM == 128 ? 0 : BN / 2;
-    static constexpr int WG_N = BM == 128 ? BN : BN / 2;
+    static constexpr int WG_N0 = BM == 128 || MMA_WGS == 1 ? 0 : BN / 2;
+    static constexpr int WG_N = BM == 128 ? BN : BN / MMA_WGS;
     static constexpr int ACC = WG_N / 2;
+    static_assert(WG_N0 % 64 == 0, "a warpgroup's columns start a 64-column block of a [k][n] stage");
     static constexpr int A_BYTES = BM * 128;
     static constexpr int STAGE_BYTES = (BM + BN) * 128;
     // 192 KiB of stages: 4 of the large tiles', 8 of the 64 x 128 ones';
     // 128 KiB, 8 stages, of the 64 x 64 ones (run 57: dh at T = 256 0.026
     // to 0.028 ms with 8, 0.029 to 0.032 with 12).
     static constexpr int STAGES = (BN == 64 ? 128 : 192) * 1024 / STAGE_BYTES;
-    static_assert(STAGES >= 3 && STAGES * STAGE_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
+    // Stages of B the copier requests before it waits for the kernel
+    // before (run 63: T = 256 f+b 0.079 ms with 1 or 2, 0.080 with none;
+    // run 62: 0.085 with all 8, A's first box then queued behind them).
+    static constexpr int EARLY_STAGES = STAGES < 2 ? STAGES : 2;
+    // After the stages, where MMA_WGS = 1: two buffers (tiles in turn) of
+    // the tile's dh, bf16 in pairs, rows of XCHG_ROW words (36: the stores
+    // from the accumulators' layout hit 32 banks).
+    static constexpr int XCHG_ROW = 36;
+    static constexpr int XCHG_BYTES = MMA_WGS == 1 ? 2 * BM * XCHG_ROW * 4 : 0;
+    static_assert(STAGES >= 3 && STAGES * STAGE_BYTES + XCHG_BYTES + 1024 <= BP_WG_SMEM, "the stages fit BP_WG_SMEM");
 };
 
 // The B row of the gate/up kernels' tile row r: 32 gate units, their 32 up
@@ -253,6 +263,16 @@ __device__ __forceinline__ void bar_wait(unsigned long long* b, unsigned parity)
     } while (!done);
 }
 
+// Programmatic dependent launch (src/subject/cuda/launch.rs): the subject
+// launches each of these kernels so that it may start while the kernel
+// before it in the stream runs (run 62: T = 256 f+b 0.080 ms against 0.082). launch_dependents lets the next kernel's
+// blocks start (on multiprocessors this grid leaves free, then on those its
+// blocks leave); wait returns once the kernel before has completed and its
+// writes are visible, at once where the launch was a plain one.
+__device__ __forceinline__ void dependents_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void prerequisites_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+
 // A CUtensorMap (the host encodes it: src/subject/cuda/tma.rs), passed by
 // value as a __grid_constant__ parameter.
 struct __align__(64) TmaDesc {
@@ -276,6 +296,13 @@ __device__ __forceinline__ void bar_expect(unsigned long long* b, unsigned bytes
                  : "memory");
 }
 
+// The dynamic shared memory, from its first 1024-byte boundary: the
+// stages, then (Shape::XCHG_BYTES) the dz epilogue's buffers.
+__device__ __forceinline__ unsigned char* stage_base() {
+    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
+    return bp_wg_smem + ((1024u - (smem(bp_wg_smem) & 1023u)) & 1023u);
+}
+
 // One GEMM of the block's tiles, A (M x K, row m at a + m lda) times B (by
 // MODE), over BM x BN tiles: tile i of the grid's persistent loop is tile
 // row i / tiles_n, column i % tiles_n; column c of the tile is output column
@@ -288,25 +315,25 @@ template <int MODE, int BM, int BN, typename Epilogue>
 __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long long lda, int M,
                                           const bf16_t* __restrict__ b, long long ldb, int N, int K,
                                           const TmaDesc* ta, const TmaDesc* tb, bool tma, Epilogue epilogue) {
-    extern __shared__ __align__(1024) unsigned char bp_wg_smem[];
     // full[s]: stage s copied (one arrival per copying thread; with TMA,
     // one arrival and the copies' bytes); empty[s]: its steps done (one
     // arrival per computing warp).
     __shared__ __align__(8) unsigned long long full[Shape<BM, BN>::STAGES], empty[Shape<BM, BN>::STAGES];
-    unsigned char* tiles = bp_wg_smem + ((1024u - (smem(bp_wg_smem) & 1023u)) & 1023u);
+    unsigned char* tiles = stage_base();
     constexpr int STAGES = Shape<BM, BN>::STAGES;
     constexpr int TILE_COLS = MODE == B_GATE_UP ? BN / 2 : BN;
     const int tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             bar_init(&full[s], tma ? 1 : 128);
-            bar_init(&empty[s], 8);
+            bar_init(&empty[s], 4 * Shape<BM, BN>::MMA_WGS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     // Also orders the callers' shared tables (exp_table_load) before any
     // read: no barrier for the whole block follows.
     __syncthreads();
+    dependents_launch();
 
     const int tiles_n = (N + TILE_COLS - 1) / TILE_COLS;
     const long long tiles_all = (long long)((M + BM - 1) / BM) * tiles_n;
@@ -320,39 +347,58 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
         const int ct = tid - 256;
         if (tma) {
             // One thread issues the bulk tensor copies: A's box of BM rows,
-            // then B's boxes (NK: one of BN rows; KN: one per 64-column
-            // block; GATE_UP: per 64 tile rows, 32 gate rows and their 32
-            // up rows), each 64 wide in k (or n), 128 bytes.
+            // then B's boxes, each 64 wide in k (or n), 128 bytes.
             if (ct != 0) return;
+            // B's boxes of stage k0 of the tile at n0 into sb (NK: one of BN
+            // rows; KN: one per 64-column block; GATE_UP: per 64 tile rows,
+            // 32 gate rows and their 32 up rows).
+            auto load_b = [&](unsigned char* sb, int k0, int n0, unsigned long long* bar) {
+                if (MODE == B_NK) {
+                    tma_load(sb, tb, k0, n0, bar);
+                } else if (MODE == B_KN) {
+#pragma unroll
+                    for (int cb = 0; cb < BN / 64; ++cb) tma_load(sb + cb * BP_WG_BLOCK_BYTES, tb, n0 + cb * 64, k0, bar);
+                } else {
+#pragma unroll
+                    for (int blk = 0; blk < BN / 64; ++blk) {
+                        const int unit = n0 + blk * 32;
+                        tma_load(sb + blk * BP_WG_BLOCK_BYTES, tb, k0, unit, bar);
+                        tma_load(sb + blk * BP_WG_BLOCK_BYTES + 4096, tb, k0, N + unit, bar);
+                    }
+                }
+            };
+            // B is weights, which no kernel before this one writes (the
+            // launch contract): the first tile's first stages of it are
+            // requested before the wait, each stage's full barrier armed
+            // for the whole stage; its A boxes follow the wait.
+            int early = blockIdx.x < tiles_all ? Shape<BM, BN>::EARLY_STAGES : 0;
+            if (early > stages) early = stages;
+            for (int s = 0; s < early; ++s) {
+                unsigned char* sa = tiles + s * Shape<BM, BN>::STAGE_BYTES;
+                bar_expect(&full[s], Shape<BM, BN>::STAGE_BYTES);
+                load_b(sa + Shape<BM, BN>::A_BYTES, s * BP_WG_BK, (int)(blockIdx.x % tiles_n) * TILE_COLS, &full[s]);
+            }
+            prerequisites_wait();
             long long it = 0;
             for (long long tile = blockIdx.x; tile < tiles_all; tile += gridDim.x) {
                 const int m0 = (int)(tile / tiles_n) * BM, n0 = (int)(tile % tiles_n) * TILE_COLS;
                 for (int s = 0; s < stages; ++s, ++it) {
                     const int slot = (int)(it % STAGES);
-                    if (it >= STAGES) bar_wait(&empty[slot], (unsigned)((it / STAGES - 1) & 1));
                     unsigned char* sa = tiles + slot * Shape<BM, BN>::STAGE_BYTES;
-                    unsigned char* sb = sa + Shape<BM, BN>::A_BYTES;
                     const int k0 = s * BP_WG_BK;
+                    if (it < early) {
+                        tma_load(sa, ta, k0, m0, &full[slot]);
+                        continue;
+                    }
+                    if (it >= STAGES) bar_wait(&empty[slot], (unsigned)((it / STAGES - 1) & 1));
                     bar_expect(&full[slot], Shape<BM, BN>::STAGE_BYTES);
                     tma_load(sa, ta, k0, m0, &full[slot]);
-                    if (MODE == B_NK) {
-                        tma_load(sb, tb, k0, n0, &full[slot]);
-                    } else if (MODE == B_KN) {
-#pragma unroll
-                        for (int cb = 0; cb < BN / 64; ++cb)
-                            tma_load(sb + cb * BP_WG_BLOCK_BYTES, tb, n0 + cb * 64, k0, &full[slot]);
-                    } else {
-#pragma unroll
-                        for (int blk = 0; blk < BN / 64; ++blk) {
-                            const int unit = n0 + blk * 32;
-                            tma_load(sb + blk * BP_WG_BLOCK_BYTES, tb, k0, unit, &full[slot]);
-                            tma_load(sb + blk * BP_WG_BLOCK_BYTES + 4096, tb, k0, N + unit, &full[slot]);
-                        }
-                    }
+                    load_b(sa + Shape<BM, BN>::A_BYTES, k0, n0, &full[slot]);
                 }
             }
             return;
         }
+        prerequisites_wait();
         const bool a_aligned = ((reinterpret_cast<unsigned long long>(a) & 15) == 0) && (lda % 8 == 0);
         const bool b_aligned = ((reinterpret_cast<unsigned long long>(b) & 15) == 0) && (ldb % 8 == 0);
         long long it = 0, signalled = 0;
@@ -416,8 +462,10 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
     // The computing warpgroups (Shape): BM = 128: warpgroup w the tile's
     // rows 64 w .. 64 w + 63 and all of B; BM = 64: all of A, B's columns
     // from WG_N0 w (rows of an [n][k] tile; in a [k][n] one, columns of its
-    // 64-column blocks).
+    // 64-column blocks); the 64 x 64 tiles: warpgroup 0 all of B.
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    // Before any epilogue reads (z) or writes what the kernel before reads.
+    prerequisites_wait();
     const int wgrp = tid >> 7;
     const bool releases = (tid & 31) == 0;
     long long it = 0;
@@ -426,6 +474,11 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
         float acc[Shape<BM, BN>::ACC];
 #pragma unroll
         for (int i = 0; i < Shape<BM, BN>::ACC; ++i) acc[i] = 0.0f;
+        if (wgrp >= Shape<BM, BN>::MMA_WGS) {
+            // Not in the main loop (Shape): the epilogue only, acc unused.
+            epilogue(m0, n0, acc);
+            continue;
+        }
         // Four steps per stage, k blocks 0, 16, 32 and 48 of the stage, in
         // that order (wgmma steps of one warpgroup complete in issue order,
         // each on the accumulator the previous one left).
@@ -434,13 +487,11 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
             bar_wait(&full[slot], (unsigned)((it / STAGES) & 1));
             const unsigned tile_smem = smem(tiles + slot * Shape<BM, BN>::STAGE_BYTES);
             const unsigned sa = tile_smem + wgrp * Shape<BM, BN>::WG_M0 * 128;
-            // [k][n]: column c at block c / 64, byte 2 (c mod 64) of a row
-            // (the 64 x 64 tiles' warpgroup 1 starts 64 bytes into the
-            // 128-byte swizzle rows, as the K-major steps start 32 j bytes
-            // in: wgmma swizzles the addresses it forms); [n][k]: row c.
+            // [k][n]: column c at block c / 64 (WG_N0 is a multiple of 64);
+            // [n][k]: row c.
             const int wg_n0 = wgrp * Shape<BM, BN>::WG_N0;
             const unsigned sb = tile_smem + Shape<BM, BN>::A_BYTES +
-                                (MODE == B_KN ? (wg_n0 >> 6) * BP_WG_BLOCK_BYTES + (wg_n0 & 63) * 2 : wg_n0 * 128);
+                                (MODE == B_KN ? (wg_n0 >> 6) * BP_WG_BLOCK_BYTES : wg_n0 * 128);
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -609,17 +660,75 @@ __device__ __forceinline__ void gemm(const bf16_t* __restrict__ a, int a_off, lo
                         });
 }
 
-// dh = bf16(dy w2) (M = T, N = F, K = H), then dz from dh and the forward's
-// z, as se_gate_up_bwd of the other sources does from z recomputed.
+// gemm_kn_dz where warpgroup 0 alone runs the main loop (Shape::MMA_WGS =
+// 1): it leaves each tile's dh, rounded to bf16, in one of two shared
+// buffers (tiles in turn), and both computing warpgroups turn it into dz,
+// thread k the pairs (row p / (BN / 2), columns 2 (p mod BN / 2) and the
+// next) for p = k, k + 256, ...: a warp a row's 32 pairs, z read and dz
+// written in whole sectors. One barrier of the 256 threads a tile: after
+// it, the buffer of the tile before the last is free (its readers have
+// reached this tile).
 template <int BM, int BN>
-__device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_off, long long a_ld,
-                                           const bf16_t* __restrict__ b, const float* __restrict__ z, int M,
-                                           int N, int K, bf16_t* __restrict__ dz, const TmaDesc* ta,
-                                           const TmaDesc* tb, bool tma) {
-    __shared__ double pow2[BP_EXP_TABLE];
-    exp_table_load(pow2);
+__device__ __forceinline__ void gemm_kn_dz_shared(const bf16_t* __restrict__ a, long long a_ld,
+                                                  const bf16_t* __restrict__ b, const float* __restrict__ z, int M,
+                                                  int N, int K, bf16_t* __restrict__ dz, const TmaDesc* ta,
+                                                  const TmaDesc* tb, bool tma, const double* pow2) {
+    using S = Shape<BM, BN>;
+    constexpr int ROW = S::XCHG_ROW;
+    unsigned* xchg = reinterpret_cast<unsigned*>(stage_base() + S::STAGES * S::STAGE_BYTES);
+    const bool vec = N % 2 == 0 && aligned_to(z, 8) && aligned_to(dz, 4);
+    int turn = 0;
+    tiles_mma<B_KN, BM, BN>(a, a_ld, M, b, (long long)N, N, K, ta, tb, tma, [&](int m0, int n0, float(&acc)[S::ACC]) {
+        unsigned* buf = xchg + (turn & 1) * BM * ROW;
+        ++turn;
+        if (threadIdx.x < 128) {
+#pragma unroll
+            for (int i = 0; i < S::ACC / 4; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2)
+                    buf[out_row<BM, BN>(e) * ROW + out_col<BM, BN>(i, e) / 2] =
+                        pack2(swiglu::bf16_rne(acc[4 * i + e]), swiglu::bf16_rne(acc[4 * i + e + 1]));
+        }
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+#pragma unroll 1
+        for (int p = threadIdx.x; p < BM * BN / 2; p += 256) {
+            const int r = p / (BN / 2), c = 2 * (p % (BN / 2));
+            const int t = m0 + r, j = n0 + c;
+            if (t >= M || j >= N) continue;
+            const unsigned d2 = buf[r * ROW + c / 2];
+            const float* zr = z + (long long)t * 2 * N + j;
+            bf16_t* row = dz + (long long)t * 2 * N + j;
+            bf16_t dg[2], du[2];
+            if (vec) {
+                const float2 gg = *reinterpret_cast<const float2*>(zr);
+                const float2 uu = *reinterpret_cast<const float2*>(zr + N);
+                swiglu::dz_values(gg.x, uu.x, swiglu::bf16_value((bf16_t)d2), pow2, &dg[0], &du[0]);
+                swiglu::dz_values(gg.y, uu.y, swiglu::bf16_value((bf16_t)(d2 >> 16)), pow2, &dg[1], &du[1]);
+                *reinterpret_cast<unsigned*>(row) = pack2(dg[0], dg[1]);
+                *reinterpret_cast<unsigned*>(row + N) = pack2(du[0], du[1]);
+                continue;
+            }
+            swiglu::dz_values(zr[0], zr[N], swiglu::bf16_value((bf16_t)d2), pow2, &dg[0], &du[0]);
+            row[0] = dg[0];
+            row[N] = du[0];
+            if (j + 1 < N) {
+                swiglu::dz_values(zr[1], zr[N + 1], swiglu::bf16_value((bf16_t)(d2 >> 16)), pow2, &dg[1], &du[1]);
+                row[1] = dg[1];
+                row[N + 1] = du[1];
+            }
+        }
+    });
+}
+
+// gemm_kn_dz where both computing warpgroups run the main loop: each
+// turns its own accumulators into dz.
+template <int BM, int BN>
+__device__ __forceinline__ void gemm_kn_dz_acc(const bf16_t* __restrict__ a, long long a_ld,
+                                               const bf16_t* __restrict__ b, const float* __restrict__ z, int M,
+                                               int N, int K, bf16_t* __restrict__ dz, const TmaDesc* ta,
+                                               const TmaDesc* tb, bool tma, const double* pow2) {
     constexpr int ACC = Shape<BM, BN>::ACC;
-    tiles_mma<B_KN, BM, BN>(a + a_off, a_ld, M, b, (long long)N, N, K, ta, tb, tma, [&](int m0, int n0, float(&acc)[ACC]) {
+    tiles_mma<B_KN, BM, BN>(a, a_ld, M, b, (long long)N, N, K, ta, tb, tma, [&](int m0, int n0, float(&acc)[ACC]) {
         // The epilogue is a loop, not unrolled: unrolled, it inlined a
         // sigmoid per accumulator, 213 KiB of code that the instruction
         // caches could not hold (run 40: warps waited for an instruction 30 %
@@ -684,6 +793,21 @@ __device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_o
             }
         }
     });
+}
+
+// dh = bf16(dy w2) (M = T, N = F, K = H), then dz from dh and the forward's
+// z, as se_gate_up_bwd of the other sources does from z recomputed.
+template <int BM, int BN>
+__device__ __forceinline__ void gemm_kn_dz(const bf16_t* __restrict__ a, int a_off, long long a_ld,
+                                           const bf16_t* __restrict__ b, const float* __restrict__ z, int M,
+                                           int N, int K, bf16_t* __restrict__ dz, const TmaDesc* ta,
+                                           const TmaDesc* tb, bool tma) {
+    __shared__ double pow2[BP_EXP_TABLE];
+    exp_table_load(pow2);  // tiles_mma's barrier orders it before any read
+    if constexpr (Shape<BM, BN>::MMA_WGS == 1)
+        gemm_kn_dz_shared<BM, BN>(a + a_off, a_ld, b, z, M, N, K, dz, ta, tb, tma, pow2);
+    else
+        gemm_kn_dz_acc<BM, BN>(a + a_off, a_ld, b, z, M, N, K, dz, ta, tb, tma, pow2);
 }
 
 }  // namespace wg

@@ -1,6 +1,7 @@
 //! The CUDA subjects: `kernels/*.cu`, compiled at run time by NVRTC and run
 //! through cudarc's driver API. Three layers, as cudarc has: [`nvrtc`] (the
-//! compiler), [`device`] (the GPU, its modules and timing), and one file per
+//! compiler), [`device`] (the GPU, its modules and timing; [`launch`], a
+//! launch that may overlap the one before it), and one file per
 //! op for its launches ([`seqwise_loss`], [`router`], [`shared_expert`]),
 //! and cuBLAS as a subject of `shared_expert` ([`shared_expert_cublas`]).
 //!
@@ -21,6 +22,7 @@ pub mod cublaslt;
 pub mod device;
 pub mod expf;
 pub mod guard;
+pub mod launch;
 pub mod mma;
 pub mod nvrtc;
 pub mod router;

@@ -27,7 +27,8 @@
 //! ([`Tile`]); its blocks are persistent, one per multiprocessor
 //! ([`Variant::persistent`]); it copies with TMA through tensor maps the
 //! subject encodes where the rows are 16-byte aligned, with cp.async
-//! otherwise (the same bits; tier A has both).
+//! otherwise (the same bits; tier A has both); each launch may overlap the
+//! one before ([`Variant::overlaps_launches`]).
 //!
 //! Fail closed, as the other ops' subjects: no driver, GPU or NVRTC, or a
 //! kernel that does not compile, is an explicit reason ([`probe`]); an
@@ -40,11 +41,12 @@
 
 use super::device::{as_i32, dev_err, device, Device, DeviceInfo};
 use super::guard::Guarded;
+use super::launch::{self, KernelArgs};
 use super::tma::TensorMap;
 use super::{KernelId, GAP_POISON};
 use crate::knobs;
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, LaunchConfig};
 use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
 use oracles::op::shared_expert::SharedExpert;
 use oracles::profile::shared_expert::SharedExpertProfile;
@@ -255,6 +257,14 @@ impl Variant {
     /// is one block per multiprocessor, or one per tile where there are
     /// fewer tiles; the other sources take a block per tile.
     pub fn persistent(self) -> bool {
+        self == Variant::Wgmma
+    }
+
+    /// Whether each kernel's launch may overlap the kernel before it
+    /// (`cuda-wgmma`: [`launch::launch`]; its kernels load their first
+    /// stages of weights, then wait for that kernel to complete, so that
+    /// the launch, the blocks' set-up and those loads run under its tail).
+    pub fn overlaps_launches(self) -> bool {
         self == Variant::Wgmma
     }
 
@@ -650,7 +660,7 @@ impl DeviceSharedExpertCase {
         // says) and names the kernel.
         let (mut b, kernel) = match step {
             Step::GateUpFwd => {
-                let mut b = s.launch_builder(function);
+                let mut b = KernelArgs::new();
                 b.arg(self.x.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
@@ -675,7 +685,7 @@ impl DeviceSharedExpertCase {
                 (b, "se_gate_up_fwd")
             }
             Step::Down => {
-                let mut b = s.launch_builder(function);
+                let mut b = KernelArgs::new();
                 b.arg(self.hid.arg())
                     .arg(&zero)
                     .arg(&ld_h)
@@ -691,7 +701,7 @@ impl DeviceSharedExpertCase {
                 (b, "se_gemm_nk_bf16")
             }
             Step::Dh => {
-                let mut b = s.launch_builder(function);
+                let mut b = KernelArgs::new();
                 b.arg(self.dy.arg()).arg(&self.offset).arg(&self.stride).arg(self.w2.arg());
                 if keeps_z {
                     b.arg(self.z.arg());
@@ -713,7 +723,7 @@ impl DeviceSharedExpertCase {
                 (b, if keeps_z { "se_gemm_kn_dz" } else { "se_gemm_kn_bf16" })
             }
             Step::GateUpBwd => {
-                let mut b = s.launch_builder(function);
+                let mut b = KernelArgs::new();
                 b.arg(self.x.arg())
                     .arg(&self.offset)
                     .arg(&self.stride)
@@ -729,7 +739,7 @@ impl DeviceSharedExpertCase {
                 (b, "se_gate_up_bwd")
             }
             Step::Dx => {
-                let mut b = s.launch_builder(function);
+                let mut b = KernelArgs::new();
                 b.arg(self.dz.arg())
                     .arg(&zero)
                     .arg(&ld_dz)
@@ -750,9 +760,12 @@ impl DeviceSharedExpertCase {
             b.arg(&ta).arg(&tb).arg(&tma);
         }
         // SAFETY: the arguments are those of the kernel's signature, as each
-        // arm says; the grid and dynamic shared memory are launch_of's.
+        // arm says; the grid and dynamic shared memory are launch_of's;
+        // cuda-wgmma's kernels wait for the kernel before them as
+        // launch::launch asks (their source's launch contract).
         // The message is formatted only on failure: this runs every launch.
-        unsafe { b.launch(config) }.map_err(|e| dev_err(&format!("{kernel} launch"))(e))?;
+        unsafe { launch::launch(s, function, config, &mut b, kernels.variant.overlaps_launches()) }
+            .map_err(|e| dev_err(&format!("{kernel} launch"))(e))?;
         Ok(())
     }
 
