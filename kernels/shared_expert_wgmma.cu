@@ -30,8 +30,9 @@
 // 63, with wgmma.m64n64k16; or (the dh GEMM's `_n64` kernel) 64 x 64,
 // warpgroup 0 alone with wgmma.m64n64k16 (two m64n32k16 chains would read
 // A from shared memory twice a step), warpgroup 1 joining only the
-// epilogue (gemm_kn_dz_shared). A and B come from shared memory. K advances by 64 (four steps) through Shape::STAGES
-// buffers (4 of 48 KiB, 8 of 24 KiB or 8 of 16 KiB), handed between the
+// epilogue (gemm_kn_dz_shared). A and B come from shared memory. K
+// advances by 64 (four steps) through Shape::STAGES buffers (4 of 48 KiB,
+// 8 of 24 KiB or 8 of 16 KiB), handed between the
 // warpgroups by two mbarriers per stage ("full": copied; "empty": the steps
 // on it done). The blocks are persistent: one per
 // multiprocessor (or per tile, where there are fewer tiles), each walking
@@ -196,14 +197,13 @@ __device__ __forceinline__ void wgmma16(float (&d)[32], unsigned long long da, u
         : "memory");
 }
 
-
 // The tiles: BM x BN outputs (128 x 256, 64 x 128 or 64 x 64). The
 // computing warpgroups split a tile of 128 rows by rows (warpgroup w the
 // rows WG_M0 w .. WG_M0 w + 63, all columns) and one of 64 rows by columns
 // (all rows, the columns WG_N0 w .. WG_N0 w + WG_N - 1), or of 64 x 64 not
 // at all (MMA_WGS); a warpgroup's 64 x WG_N outputs over its 128 threads,
-// ACC each. A stage's bytes (A's BM x
-// 64, then B's BN x 64) and how many stages the shared memory holds.
+// ACC each. A stage's bytes (A's BM x 64, then B's BN x 64) and how many
+// stages the shared memory holds.
 template <int BM, int BN>
 struct Shape {
     static_assert((BM == 128 && BN == 256) || (BM == 64 && (BN == 128 || BN == 64)), "a tile the entry points take");
@@ -265,13 +265,15 @@ __device__ __forceinline__ void bar_wait(unsigned long long* b, unsigned parity)
 
 // Programmatic dependent launch (src/subject/cuda/launch.rs): the subject
 // launches each of these kernels so that it may start while the kernel
-// before it in the stream runs (run 62: T = 256 f+b 0.080 ms against 0.082). launch_dependents lets the next kernel's
-// blocks start (on multiprocessors this grid leaves free, then on those its
-// blocks leave); wait returns once the kernel before has completed and its
-// writes are visible, at once where the launch was a plain one.
-__device__ __forceinline__ void dependents_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+// before it in the stream runs (run 62: T = 256 f+b 0.080 ms against
+// 0.082). launch_dependents lets the next kernel's blocks start (on
+// multiprocessors this grid leaves free, then on those its blocks leave);
+// wait returns once the kernel before has completed and its writes are
+// visible, at once where the launch was a plain one.
+__device__ __forceinline__ void dependents_launch() {
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
 __device__ __forceinline__ void prerequisites_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
 
 // A CUtensorMap (the host encodes it: src/subject/cuda/tma.rs), passed by
 // value as a __grid_constant__ parameter.
@@ -357,7 +359,8 @@ __device__ __forceinline__ void tiles_mma(const bf16_t* __restrict__ a, long lon
                     tma_load(sb, tb, k0, n0, bar);
                 } else if (MODE == B_KN) {
 #pragma unroll
-                    for (int cb = 0; cb < BN / 64; ++cb) tma_load(sb + cb * BP_WG_BLOCK_BYTES, tb, n0 + cb * 64, k0, bar);
+                    for (int cb = 0; cb < BN / 64; ++cb)
+                        tma_load(sb + cb * BP_WG_BLOCK_BYTES, tb, n0 + cb * 64, k0, bar);
                 } else {
 #pragma unroll
                     for (int blk = 0; blk < BN / 64; ++blk) {
