@@ -13,10 +13,10 @@
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0, unless a
 //! report was asked for (`--json`); with a GPU whose subject does not load
 //! (a kernel that does not compile, a refused knob) it fails (exit 1):
-//! `device::bench_without_subject`.
+//! `device::exit_without_subject`.
 
 use bitparity::props::compare::diff_groups;
-use bitparity::subject::cuda::device::bench_without_subject;
+use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::router::{probe, CudaRouter};
 use bitparity::subject::SubjectError;
 use oracles::case::router::{FusedLoss, RouterCase};
@@ -96,16 +96,7 @@ fn main() {
     }
     let cuda = match probe() {
         Ok(c) => c,
-        Err(reason) => match bench_without_subject("gpu_router bench", &reason, json_path.is_none()) {
-            Ok(skip) => {
-                println!("{skip}");
-                return;
-            }
-            Err(failure) => {
-                eprintln!("{failure}");
-                std::process::exit(1);
-            }
-        },
+        Err(reason) => exit_without_subject("gpu_router bench", &reason, json_path.is_none()),
     };
     let run = || -> Result<serde_json::Value, String> {
         let dev = cuda.device();

@@ -23,7 +23,7 @@
 //! report is asked for) does it print `SKIPPED` with the reason and exit 0.
 
 use bitparity::props::compare::diff_groups;
-use bitparity::subject::cuda::device::bench_without_subject;
+use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::probe;
 use bitparity::subject::cuda::seqwise_loss::DeviceCase;
 use bitparity::subject::SubjectError;
@@ -105,16 +105,7 @@ fn main() {
         Ok(c) => c,
         // Only under cargo bench may a machine without a GPU skip.
         Err(reason) => {
-            match bench_without_subject("gpu_seqwise_loss bench", &reason, under_cargo_bench && json_path.is_none()) {
-                Ok(skip) => {
-                    println!("{skip}");
-                    return;
-                }
-                Err(failure) => {
-                    eprintln!("{failure}");
-                    std::process::exit(1);
-                }
-            }
+            exit_without_subject("gpu_seqwise_loss bench", &reason, under_cargo_bench && json_path.is_none())
         }
     };
     let run = || -> Result<serde_json::Value, String> {

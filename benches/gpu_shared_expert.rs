@@ -37,9 +37,9 @@
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0, unless a
 //! report was asked for (`--json`); with a GPU whose subject does not load
 //! (a kernel that does not compile, a refused knob) it fails (exit 1):
-//! `device::bench_without_subject`.
+//! `device::exit_without_subject`.
 
-use bitparity::subject::cuda::device::bench_without_subject;
+use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Variant};
 use bitparity::subject::{Subject, SubjectError};
 use oracles::case::shared_expert::SharedExpertCase;
@@ -250,16 +250,7 @@ fn main() {
     }
     let cuda = match probe(variant) {
         Ok(c) => c,
-        Err(reason) => match bench_without_subject("gpu_shared_expert bench", &reason, json_path.is_none()) {
-            Ok(skip) => {
-                println!("{skip}");
-                return;
-            }
-            Err(failure) => {
-                eprintln!("{failure}");
-                std::process::exit(1);
-            }
-        },
+        Err(reason) => exit_without_subject("gpu_shared_expert bench", &reason, json_path.is_none()),
     };
     if let Some(max) = sweep_max {
         println!("{}: batch invariance and determinism, T = 1 to {max}, H = 4096, F = 2048", variant.name());

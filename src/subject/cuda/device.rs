@@ -101,6 +101,22 @@ pub fn bench_without_subject(bench: &str, reason: &str, may_skip: bool) -> Resul
     }
 }
 
+/// What a GPU bench's `main` does when its CUDA subject did not load:
+/// prints [`bench_without_subject`]'s skip line and exits 0, or its
+/// failure and exits 1.
+pub fn exit_without_subject(bench: &str, reason: &str, may_skip: bool) -> ! {
+    match bench_without_subject(bench, reason, may_skip) {
+        Ok(skip) => {
+            println!("{skip}");
+            std::process::exit(0)
+        }
+        Err(failure) => {
+            eprintln!("{failure}");
+            std::process::exit(1)
+        }
+    }
+}
+
 /// How many CUDA devices this host has (`check --devices all`).
 pub fn device_count() -> Result<usize, String> {
     guarded(|| {
