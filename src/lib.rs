@@ -11,12 +11,14 @@
 
 pub mod corpus;
 pub mod devices;
+pub mod escape;
 pub mod exec;
 pub mod fsio;
 pub mod fuzzing;
 pub mod gen;
 pub mod harness;
 pub mod html;
+pub mod interrupt;
 pub mod import;
 pub mod knobs;
 pub mod merge;
