@@ -1,12 +1,13 @@
-//! One child process speaking the protocol of `docs/protocol.md`: spawned
-//! in a process group of its own (a terminal's SIGINT reaches bitparity,
-//! which ends the run cleanly, not the child, whose death would read as a
-//! crash), fed and read by threads of its own so that every read and write
-//! has a deadline (a child that hangs, or never reads its stdin, cannot
-//! block bitparity), its stderr drained continuously (a child that prints a
-//! lot would otherwise block on a full pipe) and its last lines kept for the
-//! report. A broken child is killed with its whole process group and reaped:
-//! no zombie, no orphan left sleeping.
+//! One child process speaking the protocol of `docs/protocol.md`: started
+//! under a guard ([`super::contain`]: its own process group, a subreaper
+//! that kills whatever it leaves behind, in any group or session, and
+//! outlives no bitparity), fed and read by threads of its own so that every
+//! read and write has a deadline (a child that hangs, or never reads its
+//! stdin, cannot block bitparity), its stderr drained continuously (a child
+//! that prints a lot would otherwise block on a full pipe) and its last
+//! lines kept for the report, escaped (they are the child's text, shown on
+//! bitparity's terminal). A broken child is killed with everything it
+//! spawned and reaped: no zombie, no orphan left sleeping.
 //!
 //! Nothing here knows an op: it moves frames (a length-prefixed JSON header,
 //! then the raw buffers the header lists) and checks their sizes against
@@ -14,9 +15,8 @@
 
 use oracles::case::seqwise_loss::ClampTie;
 use serde_json::{Map, Value};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -156,11 +156,16 @@ pub enum Refusal {
 /// Why a request got no reply that can be used: the child crashed, hung,
 /// or broke the protocol. The child is dead (killed and reaped) after it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Broken(pub String);
+pub struct Broken {
+    pub why: String,
+    /// It said nothing within its timeout (as opposed to a crash or
+    /// garbage): a subject that keeps doing so is marked hung.
+    pub unresponsive: bool,
+}
 
 impl Broken {
     pub fn message(&self) -> String {
-        self.0.clone()
+        self.why.clone()
     }
 }
 
@@ -173,25 +178,30 @@ pub enum StartError {
     Handshake(Broken),
 }
 
-/// Child processes alive now, by pid: [`kill_all`] ends them when bitparity
-/// stops early (a second SIGINT) and at exit.
-static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// Guards alive now, with their providers' pids ([`super::contain`]):
+/// [`kill_all`] ends them when bitparity stops early (a second SIGINT) and
+/// at exit.
+static LIVE: Mutex<BTreeMap<i32, i32>> = Mutex::new(BTreeMap::new());
 
-fn live() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
+fn live() -> std::sync::MutexGuard<'static, BTreeMap<i32, i32>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Kills every child process group still alive and reaps the children:
-/// called at exit and by the SIGINT handler before it ends the process.
+/// Ends every provider still running, with everything it spawned, and
+/// reaps their guards: called at exit and by the signal handlers before
+/// they end the process.
 pub fn kill_all() {
-    let pids: Vec<i32> = std::mem::take(&mut *live()).into_iter().collect();
-    for pid in pids {
-        // SAFETY: plain syscalls on a pid this process spawned and has not
+    let all: Vec<(i32, i32)> = std::mem::take(&mut *live()).into_iter().collect();
+    // Every guard is asked at once; each then cleans up in parallel.
+    for &(guard, _) in &all {
+        // SAFETY: a signal to a guard this process forked and has not
         // reaped (it leaves LIVE when reaped): no memory is involved.
         unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
+            libc::kill(guard, libc::SIGTERM);
         }
+    }
+    for (guard, provider) in all {
+        super::contain::stop(guard, provider);
     }
 }
 
@@ -221,7 +231,9 @@ pub struct Spawn {
 
 /// A running child.
 pub struct Child {
-    proc: std::process::Child,
+    /// The guard ([`super::contain`]): this process's child.
+    guard: i32,
+    /// The provider: the guard's child.
     pid: i32,
     to_child: Option<SyncSender<Vec<u8>>>,
     from_child: Receiver<FromChild>,
@@ -235,6 +247,8 @@ pub struct Child {
     dead: bool,
     /// Its stdout closed: it is exiting, or has exited.
     eof: bool,
+    /// A read passed its deadline.
+    timed_out: bool,
 }
 
 /// What the stdout reader thread hands over.
@@ -248,26 +262,11 @@ enum FromChild {
 
 impl Child {
     /// Starts the child and reads its handshake (within the timeout).
-    ///
-    /// Call it from a thread that lives as long as the child may be used
-    /// (the main thread, the runner's rayon workers): the Python side asks
-    /// Linux for `PR_SET_PDEATHSIG`, which kills the child when the *thread*
-    /// that started it ends, and a pooled child would then die unseen.
     pub fn start(spec: &Spawn) -> Result<(Child, Hello), StartError> {
-        let (program, args) = spec.argv.split_first().ok_or_else(|| StartError::Spawn("an empty command".into()))?;
-        let mut cmd = Command::new(program);
-        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
-        {
-            use std::os::unix::process::CommandExt;
-            // Its own process group: the terminal's SIGINT is bitparity's to
-            // handle; and the group can be killed with whatever it spawned.
-            cmd.process_group(0);
-        }
-        let mut proc = cmd.spawn().map_err(|e| StartError::Spawn(format!("cannot start {program:?}: {e}")))?;
-        let pid = proc.id() as i32;
-        live().insert(pid);
-        let (stdin, stdout, stderr) = (proc.stdin.take(), proc.stdout.take(), proc.stderr.take());
+        let c = super::contain::spawn(&spec.argv, &spec.env).map_err(StartError::Spawn)?;
+        let (guard, pid) = (c.guard, c.provider);
+        live().insert(guard, pid);
+        let (stdin, stdout, stderr) = (Some(c.stdin), Some(c.stdout), Some(c.stderr));
         let (to_child, writer_rx) = sync_channel::<Vec<u8>>(1);
         let (reader_tx, from_child) = sync_channel::<FromChild>(READ_AHEAD);
         let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -313,7 +312,7 @@ impl Child {
             });
         }
         let mut child = Child {
-            proc,
+            guard,
             pid,
             to_child: Some(to_child),
             from_child,
@@ -323,6 +322,7 @@ impl Child {
             timeout: spec.timeout,
             dead: false,
             eof: false,
+            timed_out: false,
         };
         // Starting may take longer than a reply (a GPU provider imports
         // torch and initialises CUDA): the handshake gets at least this.
@@ -384,7 +384,7 @@ impl Child {
         expected: &[Expected],
     ) -> Result<Result<Vec<Buffer>, Refusal>, Broken> {
         if self.dead {
-            return Err(Broken("the child is gone".into()));
+            return Err(Broken { why: "the child is gone".into(), unresponsive: false });
         }
         let deadline = Instant::now() + self.timeout;
         let frame = encode_frame(header, buffers);
@@ -412,7 +412,9 @@ impl Child {
             if !lens.is_empty() {
                 return Err("an error reply lists buffers".into());
             }
-            let message = h.get("message").and_then(Value::as_str).unwrap_or("").chars().take(2000).collect();
+            let message: String = h.get("message").and_then(Value::as_str).unwrap_or("").chars().take(2000).collect();
+            // The child's words, shown on bitparity's terminal.
+            let message = crate::escape::visible(&message);
             return match kind.as_str() {
                 Some("invalid") => Ok(Err(Refusal::Invalid(message))),
                 Some("unavailable") => Ok(Err(Refusal::Unavailable(message))),
@@ -494,6 +496,7 @@ impl Child {
                     });
                 }
                 Err(RecvTimeoutError::Timeout) => {
+                    self.timed_out = true;
                     let midway = if self.pending.is_empty() {
                         String::new()
                     } else {
@@ -522,48 +525,47 @@ impl Child {
         if !tail.is_empty() {
             msg += &format!("; its last stderr lines: {}", tail.join(" | "));
         }
-        Broken(msg)
+        Broken { why: msg, unresponsive: self.timed_out }
     }
 
     /// Ends the child and reaps it: how it ended. A child that closed its
     /// stdout is given a moment to exit on its own, so that a crash reads
     /// as the signal or exit code it was.
     fn end(&mut self) -> String {
+        use std::os::unix::process::ExitStatusExt;
         if self.dead {
             return "the child is gone".into();
         }
         self.dead = true;
         self.to_child = None;
         // A hung child is killed at once; one whose stdout closed gets a
-        // moment to end by itself, longer while it is exiting.
+        // moment to end by itself, longer while it is exiting, and its
+        // guard a moment to clean up after it.
         let start = Instant::now();
         let mut status = None;
         while self.eof {
-            match self.proc.try_wait() {
-                Ok(Some(s)) => {
-                    status = Some(s);
-                    break;
-                }
-                Ok(None) => {}
-                Err(_) => break,
+            if let Some(s) = super::contain::try_wait(self.guard) {
+                status = Some(s);
+                break;
             }
             let waited = start.elapsed();
-            if waited >= EXIT_GRACE_EXITING || (waited >= EXIT_GRACE && !exiting(self.pid)) {
+            let ending = exiting(self.pid) || !std::path::Path::new(&format!("/proc/{}", self.pid)).exists();
+            if waited >= EXIT_GRACE_EXITING || (waited >= EXIT_GRACE && !ending) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         let was_exiting = status.is_none() && exiting(self.pid);
-        // The whole group: whatever the child spawned goes with it.
-        // SAFETY: a signal to a process group this process created.
-        unsafe {
-            libc::kill(-self.pid, libc::SIGKILL);
-        }
-        let reaped = self.proc.wait().ok();
-        live().remove(&self.pid);
+        // The guard kills the provider and everything it left, then ends as
+        // the provider ended.
+        let reaped = match status {
+            Some(s) => Some(s),
+            None => super::contain::stop(self.guard, self.pid),
+        };
+        live().remove(&self.guard);
         match (status, reaped) {
             (Some(s), _) => describe_status(s),
-            // Its exit was under way before bitparity's SIGKILL, which then
+            // Its exit was under way before bitparity's kill, which then
             // changes nothing: the status is its own (a SIGKILL in it came
             // from elsewhere: the OOM killer, a parent-death signal).
             (None, Some(s)) if was_exiting => format!(
@@ -571,6 +573,7 @@ impl Child {
                 describe_status(s),
                 start.elapsed().as_secs_f64()
             ),
+            (None, Some(s)) if s.signal() != Some(libc::SIGKILL) => describe_status(s),
             _ => "killed by bitparity".to_string(),
         }
     }
@@ -626,7 +629,9 @@ fn drain_stderr(mut r: impl Read, tail: &Mutex<VecDeque<String>>) {
     let mut buf = [0u8; 8192];
     let mut line: Vec<u8> = Vec::new();
     let push = |line: &mut Vec<u8>| {
-        let text: String = String::from_utf8_lossy(line).trim_end().chars().take(STDERR_LINE_CHARS).collect();
+        let text: String = crate::escape::visible(
+            &String::from_utf8_lossy(line).trim_end().chars().take(STDERR_LINE_CHARS).collect::<String>(),
+        );
         line.clear();
         if text.is_empty() {
             return;
