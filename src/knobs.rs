@@ -39,6 +39,10 @@ pub const REQUIRE_NVRTC: &str = "BITPARITY_REQUIRE_NVRTC";
 /// handshake and for each reply (default 60; `bitparity.toml` sets each
 /// named subject's own `timeout_s`).
 pub const EXEC_TIMEOUT: &str = "BITPARITY_EXEC_TIMEOUT";
+/// Timeouts in a row (replies or handshakes) after which an external
+/// subject is marked hung: its remaining cases are not judged, so a run
+/// with a subject that never answers ends in bounded time (default 3).
+pub const HUNG_AFTER: &str = "BITPARITY_HUNG_AFTER";
 /// Seconds a CUDA subject's launch has to finish before the case fails as a
 /// hang (default 60; `bitparity mutants` gives its children at most a
 /// quarter of their hunt limit).
@@ -60,7 +64,7 @@ pub const TILES: &str = "BITPARITY_TILES";
 pub const RECORDED: [&str; 6] = [MAX_TE, MAX_E, MAX_T, SHAPES, CUDA_DEVICE, TILES];
 
 /// Every variable the binary reads.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 17] = [
     MAX_TE,
     MAX_E,
     MAX_T,
@@ -76,6 +80,7 @@ pub const ALL: [&str; 16] = [
     GUARDS,
     TILES,
     EXEC_TIMEOUT,
+    HUNG_AFTER,
     KERNEL_TIMEOUT,
 ];
 
@@ -117,6 +122,7 @@ pub fn check_environment() -> Result<(), String> {
         exec_timeout()?;
     }
     kernel_timeout()?;
+    hung_after()?;
     shapes()?;
     guards()?;
     tiles()?;
@@ -252,10 +258,23 @@ pub fn kernel_timeout() -> Result<Duration, String> {
     positive_seconds(s).map_err(|e| format!("{KERNEL_TIMEOUT}: {e}"))
 }
 
-/// `s` seconds as a duration: positive, finite and at most a day.
+/// [`HUNG_AFTER`]: at least 1.
+pub fn hung_after() -> Result<u32, String> {
+    match get_or::<u32>(HUNG_AFTER, 3)? {
+        0 => Err(format!("{HUNG_AFTER}=0: at least 1 timeout marks a subject hung")),
+        n => Ok(n),
+    }
+}
+
+/// The shortest timeout accepted: below it no child could answer at all
+/// (a process takes milliseconds to start), and every case would fail as
+/// a hang.
+pub const MIN_TIMEOUT_S: f64 = 0.01;
+
+/// `s` seconds as a timeout: finite, from [`MIN_TIMEOUT_S`] to a day.
 pub fn positive_seconds(s: f64) -> Result<Duration, String> {
-    if !(s > 0.0 && s <= 86_400.0) {
-        return Err(format!("{s} is not a timeout in seconds (more than 0, at most 86400)"));
+    if !(MIN_TIMEOUT_S..=86_400.0).contains(&s) {
+        return Err(format!("{s} is not a timeout in seconds (at least {MIN_TIMEOUT_S}, at most 86400)"));
     }
     Ok(Duration::from_secs_f64(s))
 }

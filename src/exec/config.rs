@@ -103,14 +103,20 @@ struct RawSubject {
     timeout_s: Option<f64>,
 }
 
-/// Names that mean a built-in subject (or a kind of them).
-fn shadows_builtin(name: &str) -> bool {
-    matches!(name, "all" | "bugs" | "cuda" | "mpfr")
-        || ["oracle:", "model:", "bug:", "exec:"].iter().any(|p| name.starts_with(p))
+/// The prefixes of built-in subject names (and of kinds of them).
+const BUILTIN_PREFIXES: [&str; 5] = ["oracle:", "model:", "bug:", "exec:", crate::subject::ANY_ORDER_PREFIX];
+
+/// Names that mean a built-in subject (or a kind of them): `reserved` are
+/// the ops' own (`cuda`, `cuda-tc`, `cublas`, ...).
+fn shadows_builtin(name: &str, reserved: &[&str]) -> bool {
+    matches!(name, "all" | "bugs" | "mpfr")
+        || reserved.contains(&name)
+        || BUILTIN_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// Parses and checks a config file's text; `ops` are the known op names.
-pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
+/// Parses and checks a config file's text; `ops` are the known op names,
+/// `reserved` the ops' built-in subject names (no subject may take one).
+pub fn parse(text: &str, origin: &str, ops: &[&str], reserved: &[&str]) -> Result<Config, String> {
     let file: File = toml::from_str(text).map_err(|e| format!("{origin}: {}", e.to_string().trim_end()))?;
     let mut subjects: Vec<NamedSubject> = Vec::new();
     for (i, s) in file.subject.into_iter().enumerate() {
@@ -118,10 +124,23 @@ pub fn parse(text: &str, origin: &str, ops: &[&str]) -> Result<Config, String> {
         if s.name.trim().is_empty() || s.name.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(format!("{at}: a name is one word"));
         }
-        if shadows_builtin(&s.name) {
+        if s.name != crate::escape::visible(&s.name) {
+            return Err(format!("{at}: a name holds no invisible or reordering character"));
+        }
+        if shadows_builtin(&s.name, reserved) {
             return Err(format!(
-                "{at}: the name is a built-in subject's (all, bugs, cuda, mpfr, oracle:, model:, bug:, exec:)"
+                "{at}: the name is a built-in subject's (all, bugs, mpfr, {}, or one starting with {})",
+                reserved.join(", "),
+                BUILTIN_PREFIXES.join(" ")
             ));
+        }
+        for (k, v) in &s.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(format!("{at}: env: {k:?} is not a variable name (empty, or holds = or NUL)"));
+            }
+            if v.contains('\0') {
+                return Err(format!("{at}: env: the value of {k} holds a NUL byte"));
+            }
         }
         if subjects.iter().any(|x| x.name == s.name) {
             return Err(format!("{at}: a second subject of that name"));
@@ -172,20 +191,21 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// Loads `path` (which must exist), or `bitparity.toml` of the current
 /// folder when there is one; once per process. `ops` are the names a
-/// subject's `op` may take (the registry's).
-pub fn load(path: Option<&Path>, ops: &[&str]) -> Result<(), String> {
+/// subject's `op` may take (the registry's), `reserved` the built-in
+/// subject names none may take.
+pub fn load(path: Option<&Path>, ops: &[&str], reserved: &[&str]) -> Result<(), String> {
+    let read = |p: &Path| -> Result<String, String> {
+        let bytes = crate::fsio::read_capped(p, MAX_BYTES)?;
+        String::from_utf8(bytes).map_err(|e| {
+            format!("{}: not UTF-8 text (byte {}): refused rather than read in part", crate::escape::path(p), e.utf8_error().valid_up_to())
+        })
+    };
     let config = match path {
-        Some(p) => {
-            let bytes = crate::fsio::read_capped(p, MAX_BYTES)?;
-            Config {
-                file: Some(p.to_path_buf()),
-                ..parse(&String::from_utf8_lossy(&bytes), &p.display().to_string(), ops)?
-            }
-        }
-        None if Path::new(DEFAULT_FILE).is_file() => {
-            let bytes = crate::fsio::read_capped(Path::new(DEFAULT_FILE), MAX_BYTES)?;
-            parse(&String::from_utf8_lossy(&bytes), DEFAULT_FILE, ops)?
-        }
+        Some(p) => Config {
+            file: Some(p.to_path_buf()),
+            ..parse(&read(p)?, &crate::escape::path(p), ops, reserved)?
+        },
+        None if Path::new(DEFAULT_FILE).is_file() => parse(&read(Path::new(DEFAULT_FILE))?, DEFAULT_FILE, ops, reserved)?,
         None => Config::default(),
     };
     let _ = CONFIG.set(config);
@@ -202,6 +222,7 @@ mod tests {
     use super::*;
 
     const OPS: [&str; 2] = ["seqwise_loss", "router"];
+    const RESERVED: [&str; 2] = ["cuda", "cuda-tc"];
 
     #[test]
     fn a_good_file_parses() {
@@ -222,6 +243,7 @@ op = "router"
 "#,
             "t.toml",
             &OPS,
+            &RESERVED,
         )
         .unwrap();
         assert_eq!(c.subjects[0].command, ["python3", "my kernel.py", "--fast"]);
@@ -232,7 +254,7 @@ op = "router"
 
     #[test]
     fn only_a_subject_of_a_named_file_needs_config_in_its_commands() {
-        let mut c = parse("[[subject]]\nname='a'\ncommand='x'\nop='router'\n", "t.toml", &OPS).unwrap();
+        let mut c = parse("[[subject]]\nname='a'\ncommand='x'\nop='router'\n", "t.toml", &OPS, &RESERVED).unwrap();
         assert_eq!(c.flag_for("a"), None, "the default file: read by every command");
         c.file = Some(PathBuf::from("/nonexistent/my project.toml"));
         assert_eq!(c.flag_for("a").as_deref(), Some("--config '/nonexistent/my project.toml'"));
@@ -258,9 +280,15 @@ op = "router"
             ("[[subject]]\nname='a'\ncommand='x \"'\nop='router'\n", "split"),
             ("[[subject]]\nname='a'\ncommand='x'\nop='router'\npadding='native'\n", "padding"),
             ("not toml at all", "t.toml"),
+            ("[[subject]]\nname='cuda-tc'\ncommand='x'\nop='router'\n", "built-in"),
+            ("[[subject]]\nname='anyorder:x'\ncommand='x'\nop='router'\n", "built-in"),
+            ("[[subject]]\nname='a\u{202e}'\ncommand='x'\nop='router'\n", "invisible"),
+            ("[[subject]]\nname='a'\ncommand='x'\nop='router'\nenv={'A=B'='1'}\n", "variable name"),
+            ("[[subject]]\nname='a'\ncommand='x'\nop='router'\nenv={''='1'}\n", "variable name"),
+            ("[[subject]]\nname='a'\ncommand='x'\nop='router'\ntimeout_s=1e-300\n", "timeout"),
         ];
         for (text, want) in cases {
-            let e = parse(text, "t.toml", &OPS).unwrap_err();
+            let e = parse(text, "t.toml", &OPS, &RESERVED).unwrap_err();
             assert!(e.contains(want) && e.contains("t.toml"), "{text:?}: {e}");
         }
     }

@@ -12,6 +12,7 @@
 //! needs one, each restarted transparently after it broke.
 
 pub mod config;
+pub mod contain;
 pub mod process;
 pub mod router;
 pub mod seqwise_loss;
@@ -167,10 +168,56 @@ pub struct ExecSubject<O: Op> {
     /// Idle children; a worker takes one (or starts one) per request and
     /// gives it back when it still works.
     pool: Mutex<Vec<Child>>,
+    /// Its health: replies that did not come in time, in a row.
+    health: Health,
+}
+
+/// Whether a subject still answers: after [`crate::knobs::HUNG_AFTER`]
+/// timeouts in a row (replies or handshakes, over all its children) it is
+/// hung, and every later request is refused at once as unavailable (never a
+/// pass), so that a subject that never answers costs a bounded time, not a
+/// timeout per request and per shrink step.
+struct Health {
+    limit: u32,
+    in_a_row: std::sync::atomic::AtomicU32,
+    hung: std::sync::OnceLock<String>,
+}
+
+impl Health {
+    fn new(limit: u32) -> Health {
+        Health { limit, in_a_row: 0.into(), hung: std::sync::OnceLock::new() }
+    }
+    fn check(&self) -> Result<(), SubjectError> {
+        match self.hung.get() {
+            Some(why) => Err(SubjectError::Unavailable(why.clone())),
+            None => Ok(()),
+        }
+    }
+    /// A request's outcome: answered (in time), or not.
+    fn saw(&self, unresponsive: bool, spec: &ExecSpec) {
+        use std::sync::atomic::Ordering;
+        if !unresponsive {
+            self.in_a_row.store(0, Ordering::Relaxed);
+            return;
+        }
+        let n = self.in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.limit {
+            let _ = self.hung.set(format!(
+                "hung: {n} requests in a row got no reply within {} s ({}={}): its remaining cases are not judged",
+                spec.spawn.timeout.as_secs_f64(),
+                crate::knobs::HUNG_AFTER,
+                self.limit
+            ));
+        }
+    }
 }
 
 impl<O: Op + Wire> ExecSubject<O> {
     fn take(&self) -> Result<Child, SubjectError> {
+        self.health.check()?;
+        if crate::interrupt::hard_stop() {
+            return Err(SubjectError::Unavailable("interrupted: no new request after a second interrupt".into()));
+        }
         if let Some(c) = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Ok(c);
         }
@@ -179,7 +226,10 @@ impl<O: Op + Wire> ExecSubject<O> {
         let (child, hello) = Child::start(&self.spec.spawn).map_err(|e| {
             SubjectError::Crashed(match e {
                 process::StartError::Spawn(m) => m,
-                process::StartError::Handshake(b) => format!("restarting the child: {}", b.message()),
+                process::StartError::Handshake(b) => {
+                    self.health.saw(b.unresponsive, &self.spec);
+                    format!("restarting the child: {}", b.message())
+                }
             })
         })?;
         if hello != self.hello {
@@ -204,6 +254,7 @@ impl<O: Op + Wire> ExecSubject<O> {
         let mut child = self.take()?;
         match child.request(&h, &buffers, &expected) {
             Ok(reply) => {
+                self.health.saw(false, &self.spec);
                 self.give(child);
                 match reply {
                     Ok(bufs) => Ok(bufs),
@@ -212,7 +263,10 @@ impl<O: Op + Wire> ExecSubject<O> {
                     Err(Refusal::Device(m)) => Err(SubjectError::Device(m)),
                 }
             }
-            Err(Broken(why)) => Err(SubjectError::Crashed(format!("{} {}: {why}", O::NAME, dir.name()))),
+            Err(Broken { why, unresponsive }) => {
+                self.health.saw(unresponsive, &self.spec);
+                Err(SubjectError::Crashed(format!("{} {}: {why}", O::NAME, dir.name())))
+            }
         }
     }
 }
@@ -248,6 +302,7 @@ impl<O: Op + Wire> Subject<O> for ExecSubject<O> {
 /// The subject's name when `name` names an external subject: `exec:...`, or
 /// a subject of the loaded `bitparity.toml`.
 pub fn is_exec_name(name: &str) -> bool {
+    let name = name.strip_prefix(crate::subject::ANY_ORDER_PREFIX).unwrap_or(name);
     name.starts_with("exec:") || config::get().subject(name).is_some()
 }
 
@@ -418,7 +473,17 @@ pub fn resolve<O: Op + Wire>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, Re
             }
         },
     };
-    let s = Arc::new(ExecSubject::<O> { spec, hello, profile, pool: Mutex::new(child.into_iter().collect()) });
+    let limit = match crate::knobs::hung_after() {
+        Ok(n) => n,
+        Err(e) => return Some(Err(ResolveError::Unknown(e))),
+    };
+    let s = Arc::new(ExecSubject::<O> {
+        spec,
+        hello,
+        profile,
+        pool: Mutex::new(child.into_iter().collect()),
+        health: Health::new(limit),
+    });
     SUBJECTS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
