@@ -18,7 +18,7 @@
 
 pub mod files;
 
-use crate::harness::{available, resolve, Harness, ResolveError};
+use crate::harness::{available, resolve, resolve_named, Harness, ResolveError};
 use crate::props::{applies, finite_differences, judge, Judgement, Property, References, MPFR_SUBJECT};
 use crate::runner::shape;
 use crate::subject::{Skip, SubjectRef};
@@ -162,19 +162,33 @@ pub fn first_failure<O: Harness>(dir: Direction, case: &O::Case, subjects: &[Sub
     None
 }
 
-/// The subjects to fuzz: those `spec` names (comma separated), or every
-/// available correct subject; and the suites skipped, with why. A named
-/// subject that is unknown or cannot run here is an error.
-pub fn select_subjects<O: Harness>(spec: Option<&str>) -> Result<(Vec<SubjectRef<O>>, Vec<Skip>), String> {
-    let names: Vec<&str> =
-        spec.map(|s| s.split(',').map(str::trim).filter(|n| !n.is_empty()).collect()).unwrap_or_default();
+/// Subject names (comma separated) and where they were given: only names
+/// typed on the command line may start an external subject's program; a
+/// variable of the environment names built-in subjects only.
+#[derive(Clone, Copy, Debug)]
+pub enum Names<'a> {
+    CommandLine(&'a str),
+    Environment(&'a str),
+}
+
+/// The subjects to fuzz: those `names` names, or every available correct
+/// subject; and the suites skipped, with why. A named subject that is
+/// unknown or cannot run here is an error.
+pub fn select_subjects<O: Harness>(names: Option<Names<'_>>) -> Result<(Vec<SubjectRef<O>>, Vec<Skip>), String> {
+    let (spec, typed) = match names {
+        Some(Names::CommandLine(s)) => (s, true),
+        Some(Names::Environment(s)) => (s, false),
+        None => ("", false),
+    };
+    let names: Vec<&str> = spec.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
     if names.is_empty() {
         let a = available::<O>();
         return Ok((a.subjects, a.skipped));
     }
     let mut subjects = Vec::new();
     for n in names {
-        match resolve::<O>(n) {
+        let resolved = if typed { resolve_named::<O>(n) } else { resolve::<O>(n) };
+        match resolved {
             Ok(s) => subjects.extend(s),
             Err(ResolveError::Unknown(m) | ResolveError::Unavailable(m)) => return Err(m),
         }

@@ -7,7 +7,7 @@
 //! fail, and the runner shrinks and saves that one failure
 //! ([`crate::runner::record_failure`]).
 
-use crate::fuzzing::{first_failure, select_subjects, Direction, Failure};
+use crate::fuzzing::{first_failure, select_subjects, Direction, Failure, Names};
 use crate::harness::{from_fuzz_bytes, Harness};
 use crate::runner::{record_failure, FailureRecord, Found, SavePolicy};
 use std::path::Path;
@@ -39,7 +39,7 @@ pub fn import<O: Harness>(
     artifact: &Path,
     bytes: &[u8],
     dirs: &[Direction],
-    subject: Option<&str>,
+    subject: Option<Names<'_>>,
     corpus: &Path,
 ) -> Result<Imported, ImportError> {
     let (subjects, _) = select_subjects::<O>(subject).map_err(ImportError::Usage)?;
@@ -68,6 +68,7 @@ pub fn import<O: Harness>(
             case_index: None,
             seed: None,
             note_prefix: format!("fuzz {}: ", target(dir)),
+            first_message: Some(failure.message.clone()),
             stop: None,
         },
         &subjects,

@@ -200,12 +200,29 @@ pub fn device_subject<O: Harness>(name: &str) -> Result<SubjectRef<O>, String> {
 /// subjects judged as claiming no profile ([`AnyOrderSubject`]). Libraries
 /// other than the default ones, and `anyorder:`, are never among the
 /// defaults: they run only when named.
+///
+/// Only built-in subjects: a name read from a file (a corpus entry's
+/// subject, a summary) or from the environment is a label, and an external
+/// subject's name never starts its program here ([`resolve_named`] is for
+/// the names a user typed on the command line).
 pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveError> {
+    resolve_with::<O>(name, false)
+}
+
+/// Subjects by a name the user typed on the command line (`--subject`):
+/// every built-in one ([`resolve`]) and the external subjects,
+/// `exec:<command>` and the names of the `bitparity.toml` the run loaded,
+/// whose program this starts (docs/security.md).
+pub fn resolve_named<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveError> {
+    resolve_with::<O>(name, true)
+}
+
+fn resolve_with<O: Harness>(name: &str, external: bool) -> Result<Vec<SubjectRef<O>>, ResolveError> {
     if let Some(inner) = name.strip_prefix(ANY_ORDER_PREFIX) {
         if inner.starts_with(ANY_ORDER_PREFIX) {
             return Err(ResolveError::Unknown(format!("{name:?}: {ANY_ORDER_PREFIX} once is enough")));
         }
-        let subjects = resolve::<O>(inner)?;
+        let subjects = resolve_with::<O>(inner, external)?;
         return Ok(subjects.into_iter().map(|s| Arc::new(AnyOrderSubject(s)) as SubjectRef<O>).collect());
     }
     let profile = |p: &str| {
@@ -236,6 +253,11 @@ pub fn resolve<O: Harness>(name: &str) -> Result<Vec<SubjectRef<O>>, ResolveErro
                         names.join(", ")
                     ))),
                 }
+            } else if crate::exec::is_exec_name(name) && !external {
+                Err(ResolveError::Unknown(format!(
+                    "{}: an external subject runs only when named on the command line (--subject)",
+                    crate::escape::visible(name)
+                )))
             } else if let Some(r) = crate::exec::resolve::<O>(name) {
                 r
             } else {

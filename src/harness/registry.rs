@@ -2,7 +2,7 @@
 //! CLI, the corpus replay, the fuzz targets and import reach every op, and
 //! the one list of ops ([`ops`]).
 
-use super::{resolve, Harness, ResolveError};
+use super::{resolve_named, Harness, ResolveError};
 use crate::corpus::RawEntry;
 use crate::fuzzing::{self, Direction};
 use crate::import::{self, ImportError, Imported};
@@ -33,6 +33,9 @@ pub trait DynOp: Send + Sync {
     fn name(&self) -> &'static str;
     /// The prefix of its fuzz targets.
     fn fuzz_prefix(&self) -> &'static str;
+    /// Its GPU subjects' names (`cuda` and its libraries): built-in names
+    /// no configured subject may take.
+    fn device_subject_names(&self) -> Vec<&'static str>;
     /// How `names` resolve for this op (empty: its available correct subjects).
     fn resolve_names(&self, names: &[String]) -> Resolution;
     /// `bitparity check` on this op with the subjects `names` give (every
@@ -40,8 +43,8 @@ pub trait DynOp: Send + Sync {
     fn check(&self, plan: &Plan, names: &[String]) -> OpSummary;
     /// Replays one stored entry of this op.
     fn replay(&self, entry: &RawEntry) -> EntryReplay;
-    /// Replays one stored entry on the correct subjects and the external
-    /// subjects `names` too (`replay --subject exec:...`).
+    /// Replays one stored entry on the correct subjects and on the
+    /// subjects the user named, `names` (`replay --subject ...`).
     fn replay_on(&self, entry: &RawEntry, names: &[String]) -> EntryReplay;
     /// Suites the replay cannot run here.
     fn replay_skips(&self) -> Vec<Skip>;
@@ -77,7 +80,7 @@ pub trait DynOp: Send + Sync {
         artifact: &Path,
         bytes: &[u8],
         dirs: &[Direction],
-        subject: Option<&str>,
+        subject: Option<fuzzing::Names<'_>>,
         corpus: &Path,
     ) -> Result<Imported, ImportError>;
 }
@@ -124,7 +127,7 @@ impl<O: Harness> Registered<O> {
         }
         let mut subjects: Vec<SubjectRef<O>> = Vec::new();
         for n in names {
-            if let Ok(s) = resolve::<O>(n) {
+            if let Ok(s) = resolve_named::<O>(n) {
                 for x in s {
                     if !subjects.iter().any(|y| y.name() == x.name()) {
                         subjects.push(x);
@@ -149,10 +152,13 @@ impl<O: Harness> DynOp for Registered<O> {
     fn fuzz_prefix(&self) -> &'static str {
         O::FUZZ_PREFIX
     }
+    fn device_subject_names(&self) -> Vec<&'static str> {
+        std::iter::once("cuda").chain(O::LIBRARIES.iter().copied()).collect()
+    }
     fn resolve_names(&self, names: &[String]) -> Resolution {
         let mut r = Resolution::default();
         for n in names {
-            match resolve::<O>(n) {
+            match resolve_named::<O>(n) {
                 Ok(_) => r.found.push(n.clone()),
                 Err(ResolveError::Unknown(m)) => r.unknown.push((n.clone(), m)),
                 Err(ResolveError::Unavailable(m)) => r.unavailable.push(Skip { suite: n.clone(), reason: m }),
@@ -171,8 +177,14 @@ impl<O: Harness> DynOp for Registered<O> {
         let base = self.replay_subjects.get_or_init(ReplaySubjects::default);
         let mut with = ReplaySubjects { subjects: base.subjects.clone(), skipped: base.skipped.clone() };
         for n in names {
-            match resolve::<O>(n) {
-                Ok(s) => with.subjects.extend(s),
+            match resolve_named::<O>(n) {
+                Ok(s) => {
+                    for x in s {
+                        if !with.subjects.iter().any(|y| y.name() == x.name()) {
+                            with.subjects.push(x);
+                        }
+                    }
+                }
                 Err(e) => with.skipped.push(Skip { suite: n.clone(), reason: e.to_string() }),
             }
         }
@@ -206,8 +218,7 @@ impl<O: Harness> DynOp for Registered<O> {
                 if e.op != O::NAME {
                     return Err(format!("{name}: an entry of op {:?}, not {}", e.op, O::NAME));
                 }
-                let case: O::Case = crate::corpus::decode_case(e).map_err(|m| format!("{name}: {m}"))?;
-                O::validate(&case).map_err(|m| format!("{name}: the stored case is invalid: {m}"))?;
+                let case = crate::corpus::case_of::<O>(e).map_err(|m| format!("{name}: {m}"))?;
                 Ok((name.clone(), case))
             })
             .collect::<Result<Vec<_>, String>>()
@@ -221,7 +232,7 @@ impl<O: Harness> DynOp for Registered<O> {
     fn fuzz(&self, dir: Direction, target: &str, data: &[u8]) {
         let subjects = self.fuzz_subjects.get_or_init(|| {
             let spec = std::env::var(crate::knobs::FUZZ_SUBJECT).ok();
-            match fuzzing::select_subjects::<O>(spec.as_deref()) {
+            match fuzzing::select_subjects::<O>(spec.as_deref().map(fuzzing::Names::Environment)) {
                 Ok((subjects, skipped)) => {
                     let names: Vec<String> = subjects.iter().map(|s| s.name()).collect();
                     eprintln!("bitparity fuzz: {target}: subjects {}", names.join(", "));
@@ -246,7 +257,7 @@ impl<O: Harness> DynOp for Registered<O> {
         artifact: &Path,
         bytes: &[u8],
         dirs: &[Direction],
-        subject: Option<&str>,
+        subject: Option<fuzzing::Names<'_>>,
         corpus: &Path,
     ) -> Result<Imported, ImportError> {
         import::import::<O>(artifact, bytes, dirs, subject, corpus)
@@ -260,6 +271,25 @@ static SHARED_EXPERT: Registered<SharedExpert> = Registered::new();
 /// Every op, one line each.
 pub fn ops() -> [&'static dyn DynOp; 3] {
     [&SEQWISE_LOSS, &ROUTER, &SHARED_EXPERT]
+}
+
+/// Every op's GPU subject names (`cuda`, `cuda-tc`, `cublas`, ...), once each.
+pub fn device_subject_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for n in ops().into_iter().flat_map(|o| o.device_subject_names()) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
+}
+
+/// Loads the configuration of external subjects (`--config PATH`, else
+/// `./bitparity.toml` when there is one) against the registry's ops and
+/// built-in names.
+pub fn load_config(path: Option<&Path>) -> Result<(), String> {
+    let names: Vec<&str> = ops().iter().map(|o| o.name()).collect();
+    crate::exec::config::load(path, &names, &device_subject_names())
 }
 
 /// The op named `name`.

@@ -3,7 +3,7 @@
 //! entry names must still fail it, an entry of subject `mpfr` replays the
 //! finite-difference check. What could not be replayed is said, per entry.
 
-use crate::corpus::{decode_case, RawEntry};
+use crate::corpus::{case_of, RawEntry};
 use crate::harness::{available, Harness};
 use crate::props::{applies, finite_differences, judge, Property, References, MPFR_SUBJECT};
 use crate::subject::{planted_name, AnyOrderSubject, Skip, SubjectRef, ANY_ORDER_PREFIX};
@@ -70,13 +70,10 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
         let known: Vec<&str> = Property::ALL.iter().map(|p| p.name()).collect();
         return EntryReplay::broken(format!("unknown property {:?} (known: {})", entry.property, known.join(", ")));
     };
-    let case: O::Case = match decode_case(entry) {
+    let case: O::Case = match case_of::<O>(entry) {
         Ok(c) => c,
         Err(e) => return EntryReplay::broken(e),
     };
-    if let Err(e) = O::validate(&case) {
-        return EntryReplay::broken(format!("the stored case is invalid: {e}"));
-    }
     let mut out = EntryReplay::default();
     if entry.subject == MPFR_SUBJECT {
         let j = finite_differences::<O>(&case);
@@ -124,8 +121,9 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
     } else if let (Some(_), Ok(subjects)) =
         (entry.subject.strip_prefix(ANY_ORDER_PREFIX), crate::harness::resolve::<O>(&entry.subject))
     {
-        // A correct subject seen as claiming no profile (only run when
-        // named): the entry's own must pass now.
+        // A built-in correct subject seen as claiming no profile (only run
+        // when named): the entry's own must pass now. The label is resolved
+        // among built-in subjects only: an entry never starts a program.
         for s in subjects.iter().filter(|s| applies(property, s.as_ref()).is_ok()) {
             let j = judge(property, s.as_ref(), &case, &mut refs);
             if !j.not_applicable {
@@ -133,37 +131,42 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
             }
         }
     } else if !with.subjects.iter().any(|s| s.name() == entry.subject) {
-        // The subject that failed (cuda, say) cannot run here.
-        let reason =
-            with.skipped.iter().find(|s| s.suite.ends_with(&entry.subject)).map(|s| s.reason.clone()).unwrap_or_else(
-                || {
-                    use crate::harness::ResolveError;
-                    let name = &entry.subject;
-                    // An external subject runs only when named: its command may
-                    // need a GPU, an environment, minutes.
-                    if name.starts_with("exec:") {
-                        return format!(
-                            "no subject {name:?} of {} here (external: replay with --subject {name:?})",
-                            O::NAME
-                        );
-                    }
-                    match crate::harness::resolve::<O>(name) {
-                        // A library (cuBLAS) where it cannot run.
-                        Err(ResolveError::Unavailable(why)) => why,
-                        // No built-in name: a subject of a bitparity.toml
-                        // that is not loaded here.
-                        Err(ResolveError::Unknown(_)) => format!(
-                            "no subject {name:?} of {} here (a bitparity.toml subject? replay with --config PATH \
-                             --subject {name:?})",
-                            O::NAME
-                        ),
-                        // A library that claims no profile runs only when
-                        // named (its entry records a failure of its own).
-                        Ok(_) => format!("{name} runs only when named (replay with --subject {name:?})"),
-                    }
-                },
-            );
+        // The subject that failed (cuda, say) cannot run here, or is not
+        // among the subjects this replay was asked to run.
+        let reason = with
+            .skipped
+            .iter()
+            .find(|s| s.suite.ends_with(&entry.subject))
+            .map(|s| s.reason.clone())
+            .unwrap_or_else(|| not_here::<O>(&entry.subject));
         out.not_replayed.push(Skip { suite: entry.subject.clone(), reason });
     }
     out
+}
+
+/// Why the subject an entry records is not among those judging it here.
+fn not_here<O: Harness>(label: &str) -> String {
+    use crate::harness::ResolveError;
+    let shown = crate::escape::visible(label);
+    // An external subject runs only when the user names it: its command
+    // may need a GPU, an environment, minutes, and a file must never start
+    // a program.
+    if crate::exec::is_exec_name(label) {
+        return format!(
+            "{shown} is an external subject: it runs only when named on the command line (replay --subject ...)"
+        );
+    }
+    match crate::harness::resolve::<O>(label) {
+        // A library (cuBLAS) where it cannot run.
+        Err(ResolveError::Unavailable(why)) => why,
+        // No built-in name: a label of a subject of some bitparity.toml.
+        Err(ResolveError::Unknown(_)) => format!(
+            "no built-in subject {shown} of {}: an external subject's label? replay with --subject NAME (and \
+             --config PATH) to judge the entry on it",
+            O::NAME
+        ),
+        // A library that claims no profile runs only when named (its entry
+        // records a failure of its own).
+        Ok(_) => format!("{shown} runs only when named (replay --subject {shown})"),
+    }
 }
