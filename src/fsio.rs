@@ -54,52 +54,79 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
     Ok(buf)
 }
 
-/// Whether `path` names something that exists and is neither a regular file
-/// nor a folder (following links): a character device (`/dev/stdout`,
-/// `/dev/full`), a FIFO, a socket. Such a target is written into, never
-/// replaced.
-fn is_special(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+/// Refuses a symbolic link at `path`: a file bitparity creates or replaces
+/// is never reached through a link, which could lead anywhere (a link
+/// committed in a pull request, named like the report CI writes, would have
+/// the report overwrite its target).
+pub fn refuse_link(path: &Path) -> Result<(), String> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_symlink() => Err(format!(
+            "{} is a symbolic link: bitparity writes no file through a link (name the file itself, or - for \
+             stdout)",
+            crate::escape::path(path)
+        )),
+        _ => Ok(()),
+    }
 }
 
-/// Writes a report (`--json`, `--markdown`) to `path`: atomically when it is
-/// (or will be) a regular file, through its link when it is a link (the link
-/// stays a link), and straight into it when it is a device or a FIFO
-/// (`/dev/stdout`, a pipe), which is never replaced by a regular file. A
-/// write that fails (`/dev/full`) is an error.
+/// Whether `path` itself (not following a link) is a FIFO or a device:
+/// written into, never replaced.
+fn is_special(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir() && !m.is_symlink())
+}
+
+/// How long a report waits for a reader at a FIFO before it gives up.
+const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens the FIFO or device `path` for writing without blocking on it: a
+/// FIFO with no reader is waited for at most [`FIFO_WAIT`], then refused
+/// (a run must not hang after its cases, deaf to SIGTERM, on a pipe nobody
+/// reads).
+fn open_special(path: &Path) -> Result<File, String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let start = std::time::Instant::now();
+    loop {
+        match OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW).open(path) {
+            Ok(f) => {
+                // Blocking writes from here on: a reader is there.
+                // SAFETY: fcntl on a descriptor `f` owns.
+                unsafe {
+                    let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                    libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+                }
+                return Ok(f);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && start.elapsed() < FIFO_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                return Err(format!(
+                    "cannot write {}: a FIFO nobody reads ({} s waited)",
+                    crate::escape::path(path),
+                    FIFO_WAIT.as_secs()
+                ))
+            }
+            Err(e) => return Err(format!("cannot write {}: {e}", crate::escape::path(path))),
+        }
+    }
+}
+
+/// Writes a report (`--json`, `--markdown`, `--html`) to `path`: atomically
+/// when it is (or will be) a regular file, and straight into it when it is
+/// a device or a FIFO (a pipe), which is never replaced by a regular file.
+/// A symbolic link is refused ([`refuse_link`]); a write that fails
+/// (`/dev/full`) is an error.
 pub fn write_report(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    refuse_link(path)?;
     if is_special(path) {
-        let mut f =
-            OpenOptions::new().write(true).open(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut f = open_special(path)?;
         return f
             .write_all(bytes)
             .and_then(|()| f.flush())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()));
+            .map_err(|e| format!("cannot write {}: {e}", crate::escape::path(path)));
     }
-    let target = match fs::symlink_metadata(path) {
-        Ok(m) if m.is_symlink() => resolve_link(path)?,
-        _ => path.to_path_buf(),
-    };
-    write_atomic(&target, bytes)
-}
-
-/// The path a link leads to, followed to its end (dangling: the final name it
-/// names, which the write then creates).
-fn resolve_link(path: &Path) -> Result<PathBuf, String> {
-    let mut p = path.to_path_buf();
-    for _ in 0..40 {
-        match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_symlink() => {
-                let next = fs::read_link(&p).map_err(|e| format!("cannot read the link {}: {e}", p.display()))?;
-                p = match p.parent() {
-                    Some(dir) if next.is_relative() => dir.join(next),
-                    _ => next,
-                };
-            }
-            _ => return Ok(p),
-        }
-    }
-    Err(format!("{}: too many levels of links", path.display()))
+    write_atomic(path, bytes)
 }
 
 /// Whether `path` (following links) is something other than a regular file
@@ -121,51 +148,56 @@ pub fn not_regular(path: &Path) -> Option<&'static str> {
 }
 
 /// Checks, before a long run, that a file can be written at `path` later:
-/// its folder exists and accepts a new file. A path of `-` (stdout) passes,
-/// and so does a device or FIFO that exists (written into, not replaced).
+/// its folder exists and accepts a new file, and nothing at `path` would
+/// make the write go elsewhere or fail (a link, a folder, a name ending in
+/// `/`). A path of `-` (stdout) passes, and so does a FIFO or device that
+/// exists (written into, not replaced).
 pub fn check_writable(path: &Path) -> Result<(), String> {
     if path == Path::new("-") {
         return Ok(());
     }
-    if path.is_dir() {
-        return Err(format!("{} is a folder, not a file", path.display()));
+    let shown = crate::escape::path(path);
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") || path.is_dir() {
+        return Err(format!("{shown} is a folder, not a file"));
     }
+    refuse_link(path)?;
     if is_special(path) {
         return Ok(());
     }
-    let resolved = match fs::symlink_metadata(path) {
-        Ok(m) if m.is_symlink() => resolve_link(path)?,
-        _ => path.to_path_buf(),
-    };
-    let path = resolved.as_path();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     if !dir.is_dir() {
-        return Err(format!("cannot write {}: the folder {} does not exist", path.display(), dir.display()));
+        return Err(format!("cannot write {shown}: the folder {} does not exist", crate::escape::path(&dir)));
     }
-    let probe = dir.join(format!(".bitparity-write-probe-{}", std::process::id()));
-    match OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(_) => {
-            let _ = fs::remove_file(&probe);
-            Ok(())
-        }
-        Err(e) => Err(format!("cannot write in {}: {e}", dir.display())),
-    }
+    probe(&dir).map_err(|e| format!("cannot write in {}: {e}", crate::escape::path(&dir)))
 }
 
-/// Checks, before a run, that a corpus can be saved under `dir` later: it is
-/// a folder that accepts a new file, or it does not exist yet and its
+/// Creates and removes a hidden file in `dir`: whether it accepts one.
+fn probe(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".bitparity-write-probe-{}", std::process::id()));
+    OpenOptions::new().write(true).create_new(true).open(&probe)?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Checks, before a run, that a corpus can be saved under `dir` later: it
+/// is a folder that accepts a new file, or it does not exist yet and its
 /// nearest existing ancestor is such a folder (`--corpus /dev/null`, a file,
-/// or a read-only folder are refused before any case, not at the first
-/// failure).
-pub fn check_folder_writable(dir: &Path) -> Result<(), String> {
+/// a read-only folder, a link are refused before any case, not at the first
+/// failure), and no op's folder in it is a link.
+pub fn check_folder_writable(dir: &Path, ops: &[&str]) -> Result<(), String> {
+    let shown = crate::escape::path(dir);
+    crate::corpus::check_no_links(dir, ops)?;
     let mut d = dir.to_path_buf();
     loop {
         match fs::metadata(&d) {
             Ok(m) if m.is_dir() => break,
-            Ok(_) => return Err(format!("cannot save into {}: {} is not a folder", dir.display(), d.display())),
+            Ok(_) => return Err(format!("cannot save into {shown}: {} is not a folder", crate::escape::path(&d))),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(format!("cannot save into {shown}: a loop of symbolic links"))
+            }
             Err(_) => match d.parent() {
                 Some(p) if !p.as_os_str().is_empty() => d = p.to_path_buf(),
                 _ => {
@@ -175,14 +207,55 @@ pub fn check_folder_writable(dir: &Path) -> Result<(), String> {
             },
         }
     }
-    let probe = d.join(format!(".bitparity-write-probe-{}", std::process::id()));
-    match OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(_) => {
-            let _ = fs::remove_file(&probe);
-            Ok(())
-        }
-        Err(e) => Err(format!("cannot save into {}: cannot write in {}: {e}", dir.display(), d.display())),
+    probe(&d).map_err(|e| format!("cannot save into {shown}: cannot write in {}: {e}", crate::escape::path(&d)))
+}
+
+/// A new folder of this process's own under the system's temporary folder
+/// (`mkdtemp`: a fresh name, mode 0700, never one that exists, so never a
+/// link someone left there): `<tmp>/<prefix>-XXXXXX`.
+pub fn private_temp_dir(prefix: &str) -> Result<PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let template = std::env::temp_dir().join(format!("{prefix}-XXXXXX"));
+    let mut bytes = template.as_os_str().as_bytes().to_vec();
+    bytes.push(0);
+    // SAFETY: `bytes` is a writable NUL-terminated template, as mkdtemp
+    // requires; it rewrites the Xs in place.
+    let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if made.is_null() {
+        return Err(format!("cannot create a folder {}: {}", template.display(), std::io::Error::last_os_error()));
     }
+    bytes.pop();
+    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
+}
+
+/// Reads the file `path` inside a corpus whole, without following a
+/// symbolic link at it (refused, whatever it points to) and without
+/// blocking on a FIFO (refused: not a regular file), refusing anything past
+/// `cap` bytes before reading it.
+pub fn read_capped_nofollow(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).map_err(
+        |e| match e.raw_os_error() {
+            Some(libc::ELOOP) => format!("{} is a symbolic link: not followed", crate::escape::path(path)),
+            _ => format!("cannot read {}: {e}", crate::escape::path(path)),
+        },
+    )?;
+    let meta = f.metadata().map_err(|e| format!("cannot read {}: {e}", crate::escape::path(path)))?;
+    if meta.is_dir() {
+        return Err(format!("{} is a folder, not a file", crate::escape::path(path)));
+    }
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file: not read", crate::escape::path(path)));
+    }
+    if meta.len() > cap {
+        return Err(format!("{} is larger than the {cap}-byte limit", crate::escape::path(path)));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    f.take(cap + 1).read_to_end(&mut buf).map_err(|e| format!("cannot read {}: {e}", crate::escape::path(path)))?;
+    if buf.len() as u64 > cap {
+        return Err(format!("{} is larger than the {cap}-byte limit", crate::escape::path(path)));
+    }
+    Ok(buf)
 }
 
 #[cfg(test)]

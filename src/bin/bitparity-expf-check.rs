@@ -260,8 +260,8 @@ fn write_json(path: &Option<PathBuf>, summary: &Summary) {
     if let Some(p) = path {
         match serde_json::to_string_pretty(summary) {
             Ok(text) => {
-                if let Err(e) = std::fs::write(p, text + "\n") {
-                    eprintln!("bitparity-expf-check: writing {}: {e}", p.display());
+                if let Err(e) = bitparity::fsio::write_report(p, (text + "\n").as_bytes()) {
+                    eprintln!("bitparity-expf-check: {e}");
                 }
             }
             Err(e) => eprintln!("bitparity-expf-check: encoding the summary: {e}"),

@@ -211,8 +211,7 @@ pub fn run(mutants: Vec<(Mutant, bool)>, plan: &Plan, triage: &Triage) -> Result
     let dev = cuda::device()?;
     let kernels: Vec<KernelId> =
         KernelId::ALL.into_iter().filter(|k| mutants.iter().any(|(m, run)| *run && m.kernels().contains(k))).collect();
-    let dir = std::env::temp_dir().join(format!("bitparity-mutants-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = crate::fsio::private_temp_dir("bitparity-mutants")?;
     let start = Instant::now();
     let result = originals(&kernels, dev.arch(), &dir).and_then(|()| {
         corpus_baseline(&exe, &dir, &kernels, plan)?;

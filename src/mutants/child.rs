@@ -266,7 +266,9 @@ mod tests {
         let e = corpus(router.hunt_cuda("cuda", &HUNT, &seqwise[..1], 1, 1, None, &cfg).unwrap_err());
         assert!(e.contains(&seqwise[0].0) && e.contains("not router"), "{e}");
         let mut bad = corpus_entries(Some(root), "router").unwrap().remove(0);
-        bad.1.case["k"] = serde_json::json!(0);
+        let mut case: serde_json::Value = serde_json::from_str(bad.1.case.get()).unwrap();
+        case["k"] = serde_json::json!(0);
+        bad.1.case = serde_json::value::to_raw_value(&case).unwrap();
         let e = corpus(router.hunt_cuda("cuda", &HUNT, &[bad.clone()], 1, 1, None, &cfg).unwrap_err());
         assert!(e.contains(&bad.0) && e.contains("invalid"), "{e}");
         // A subject the op does not have: the subject's error, a kill in a
