@@ -136,6 +136,19 @@ pub trait Op: Sized + Send + Sync + 'static {
     fn validate(case: &Self::Case) -> Result<(), Self::Error>;
     /// The case's named sizes (`T`, `E`, ...), for reports.
     fn dims(case: &Self::Case) -> Vec<(&'static str, usize)>;
+    /// The most elements one buffer or intermediate of a valid case spans
+    /// (a strided input's storage with its gaps, a T x 2F intermediate):
+    /// what judging the case allocates, per buffer. A corpus entry's case
+    /// is bounded by it (`bitparity::corpus::MAX_ENTRY_FOOTPRINT`), so that
+    /// a file of a few bytes cannot ask for gigabytes.
+    fn footprint(case: &Self::Case) -> usize;
+    /// The multiply-adds of the forward, about: how long judging the case
+    /// takes, above all in MPFR. A corpus entry's case is bounded by it too
+    /// (`bitparity::corpus::MAX_ENTRY_WORK`), so that an entry cannot hold
+    /// a replay for hours. Most ops are linear in their footprint.
+    fn work(case: &Self::Case) -> usize {
+        Self::footprint(case)
+    }
     /// Every shipped profile.
     fn profiles() -> Vec<Self::Profile>;
     /// The profile the exact oracle runs (its order hardly matters there).

@@ -34,6 +34,11 @@ impl Op for Router {
         Some(RouterCase { loss, ..case.clone() })
     }
 
+    fn footprint(case: &RouterCase) -> usize {
+        let te = case.t.saturating_mul(case.e);
+        case.layout.storage_len(case.t, case.e).unwrap_or(usize::MAX).max(te)
+    }
+
     fn dims(case: &RouterCase) -> Vec<(&'static str, usize)> {
         vec![("T", case.t), ("E", case.e), ("G", case.groups), ("L", case.topk_groups), ("k", case.k)]
     }

@@ -30,6 +30,11 @@ impl Op for SeqwiseLoss {
         Some(SeqwiseCase { clamp_tie: tie, ..case.clone() })
     }
 
+    fn footprint(case: &SeqwiseCase) -> usize {
+        let te = case.t.saturating_mul(case.e);
+        case.layout.storage_len(case.t, case.e).unwrap_or(usize::MAX).max(te)
+    }
+
     fn dims(case: &SeqwiseCase) -> Vec<(&'static str, usize)> {
         let mut d = vec![("T", case.t), ("E", case.e)];
         if let Objective::UnbiasedTopK { k } = case.objective {
