@@ -23,6 +23,9 @@ use std::collections::BTreeMap;
 /// Combines the shards' summaries (each with its file name, for errors)
 /// into the whole run's.
 pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
+    for (name, r) in parts {
+        check_summary(r).map_err(|e| format!("{}: {e}", crate::escape::visible(name)))?;
+    }
     let (first_name, first) = parts.first().ok_or("merge: no summary given")?;
     let shard_of = |name: &str, r: &JsonReport| {
         r.plan.shard.ok_or_else(|| format!("{name}: not a shard's summary (run `check --shard i/n`)"))
@@ -66,17 +69,20 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
                     Some(s) => {
                         s.position = s.position.min(d.position);
                         for (a, b) in s.bins.iter_mut().zip(d.bins.iter()) {
-                            *a += b;
+                            add(a, *b)?;
                         }
                     }
                     None => shapes.push(d),
                 }
             }
-            summary.cases += o.cases;
+            add(&mut summary.cases, o.cases)?;
             summary.seconds += o.seconds;
-            summary.near_tie_cases += o.near_tie_cases;
+            if !summary.seconds.is_finite() {
+                return Err(format!("{}: the op's seconds sum past what a number holds", o.op));
+            }
+            add(&mut summary.near_tie_cases, o.near_tie_cases)?;
             for (c, n) in &o.classes {
-                *classes.entry(c.clone()).or_default() += n;
+                add(classes.entry(c.clone()).or_default(), *n)?;
             }
             for s in &o.skipped {
                 if !summary.skipped.contains(s) {
@@ -121,14 +127,14 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
                     let h = h.to_histogram().map_err(|e| format!("{name}: row {} / {}: {e}", x.property, x.subject))?;
                     stats.histogram.get_or_insert_with(Default::default).merge(&h);
                 }
-                stats.cases += x.cases;
-                stats.failures += x.failures;
-                stats.not_applicable_cases += x.not_applicable_cases;
-                stats.near_ties += x.near_ties;
-                stats.unbounded += x.unbounded;
-                stats.kinks += x.kinks;
-                stats.undetermined += x.undetermined;
-                stats.unavailable += x.unavailable;
+                add(&mut stats.cases, x.cases)?;
+                add(&mut stats.failures, x.failures)?;
+                add(&mut stats.not_applicable_cases, x.not_applicable_cases)?;
+                add(&mut stats.near_ties, x.near_ties)?;
+                add(&mut stats.unbounded, x.unbounded)?;
+                add(&mut stats.kinks, x.kinks)?;
+                add(&mut stats.undetermined, x.undetermined)?;
+                add(&mut stats.unavailable, x.unavailable)?;
                 if stats.unavailable_reason.is_none() {
                     stats.unavailable_reason = x.unavailable_reason.clone();
                 }
@@ -201,8 +207,129 @@ fn whole_or_coarser(seen: &BTreeMap<u64, &str>, count: u64) -> Result<Option<Sha
     if m * n == count && j <= m && (0..n).all(|i| seen.contains_key(&(j + i * m))) {
         return Ok(Some(Shard { index: j, count: m }));
     }
-    let missing: Vec<String> = (1..=count).filter(|i| !seen.contains_key(i)).map(|i| format!("{i}/{count}")).collect();
-    Err(format!("missing shards: {}", missing.join(", ")))
+    // The first few missing only: a forged count must cost no memory.
+    const SHOWN: usize = 20;
+    let missing: Vec<String> =
+        (1..=count).filter(|i| !seen.contains_key(i)).take(SHOWN).map(|i| format!("{i}/{count}")).collect();
+    let more = count - n - missing.len() as u64;
+    let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+    Err(format!("missing shards: {}{tail}", missing.join(", ")))
+}
+
+/// `*a += b`, refusing a total past what a count holds (forged summaries
+/// must not wrap around to a small number).
+fn add(a: &mut u64, b: u64) -> Result<(), String> {
+    *a = a.checked_add(b).ok_or("a total past 2^64 - 1: not the summaries of one run")?;
+    Ok(())
+}
+
+/// A summary's fields, checked before anything is merged or allocated from
+/// them: what `check` itself refuses (a shard 0/0, zero cases, a time that
+/// is not a positive number), counts that cannot be (more failures than
+/// cases), ops this bitparity does not know, and text that would act on a
+/// terminal instead of showing (every name, reason and message is printed).
+pub fn check_summary(r: &JsonReport) -> Result<(), String> {
+    use crate::escape::{visible, visible_lines};
+    let text = |what: &str, t: &str| {
+        if visible(t) == t {
+            Ok(())
+        } else {
+            Err(format!("{what} {:?} holds control or invisible characters", visible(t)))
+        }
+    };
+    if let Some(sh) = r.plan.shard {
+        if sh.index == 0 || sh.index > sh.count {
+            return Err(format!("shard {}/{}: expected i/n with 1 <= i <= n", sh.index, sh.count));
+        }
+    }
+    if r.plan.cases == Some(0) {
+        return Err("a plan of 0 cases (check refuses --cases 0)".into());
+    }
+    if let Some(t) = r.plan.seconds_per_op {
+        if !(t > 0.0 && std::time::Duration::try_from_secs_f64(t).is_ok()) {
+            return Err(format!("a time budget of {t} s per op (check refuses it)"));
+        }
+    }
+    for s in &r.plan.subjects {
+        text("a subject", s)?;
+    }
+    if !(r.seconds.is_finite() && r.seconds >= 0.0) {
+        return Err(format!("a run of {} s", r.seconds));
+    }
+    if r.generator.max_te == 0 || r.generator.max_t == 0 || r.generator.max_e == 0 {
+        return Err("a generator bound of 0".into());
+    }
+    for (k, v) in &r.knobs {
+        if !knobs::RECORDED.contains(&k.as_str()) {
+            return Err(format!("a knob {:?} that no run records", visible(k)));
+        }
+        text("a knob's value", v)?;
+    }
+    for u in &r.unavailable {
+        text("a subject", &u.suite)?;
+        text("a reason", &u.reason)?;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for o in &r.ops {
+        if op_by_name(&o.op).is_none() {
+            return Err(format!("an op {:?} this bitparity does not have", visible(&o.op)));
+        }
+        if names.contains(&o.op.as_str()) {
+            return Err(format!("op {} twice", o.op));
+        }
+        names.push(&o.op);
+        if !(o.seconds.is_finite() && o.seconds >= 0.0) {
+            return Err(format!("op {}: {} s", o.op, o.seconds));
+        }
+        for c in o.classes.keys() {
+            text("a class", c)?;
+        }
+        for d in &o.shapes {
+            text("a dimension", &d.dim)?;
+        }
+        for sk in &o.skipped {
+            text("a suite", &sk.suite)?;
+            text("a reason", &sk.reason)?;
+        }
+        for f in &o.failures {
+            for (what, t) in [
+                ("a subject", &f.subject),
+                ("a profile", &f.profile),
+                ("a message", &f.message),
+                ("a shape", &f.original_shape),
+                ("a shape", &f.shrunk_shape),
+            ] {
+                text(what, t)?;
+            }
+            if visible_lines(&f.shrunk_case) != f.shrunk_case {
+                return Err("a shrunk case holds control or invisible characters".into());
+            }
+            for c in &f.reproduce {
+                text("a command", c)?;
+            }
+            match &f.save {
+                crate::runner::SaveNote::NotSaved { reason } => text("a reason", reason)?,
+                crate::runner::SaveNote::Saved { path }
+                | crate::runner::SaveNote::Repaired { path }
+                | crate::runner::SaveNote::Known { path } => text("a path", &path.display().to_string())?,
+            }
+        }
+    }
+    for row in &r.rows {
+        if !names.contains(&row.op.as_str()) {
+            return Err(format!("a row of op {:?}, which the summary does not run", visible(&row.op)));
+        }
+        for (what, t) in [("a subject", &row.subject), ("a profile", &row.profile), ("a padding rule", &row.padding)] {
+            text(what, t)?;
+        }
+        for t in [&row.not_applicable, &row.unavailable_reason, &row.clamp_tie].into_iter().flatten() {
+            text("a note", t)?;
+        }
+        if row.failures > row.cases {
+            return Err(format!("row {} / {}: {} failures in {} cases", row.property, row.subject, row.failures, row.cases));
+        }
+    }
+    Ok(())
 }
 
 /// The knobs that shape the cases (every recorded one but the GPU ordinal).

@@ -83,11 +83,45 @@ impl RunReport {
             Verdict::Failed
         } else if self.interrupted {
             Verdict::Interrupted
-        } else if !self.unavailable.is_empty() || self.ops.iter().map(OpSummary::judged).sum::<u64>() == 0 {
+        } else if !self.unavailable.is_empty()
+            || self.ops.iter().map(OpSummary::judged).sum::<u64>() == 0
+            || !self.unjudged().is_empty()
+        {
             Verdict::NothingJudged
         } else {
             Verdict::Passed
         }
+    }
+
+    /// Subjects that computed nothing judged, as `op / subject`: every
+    /// property that applies to them judged no case (a subject that
+    /// answered `unavailable` to every case). Refusing the invalid cases
+    /// alone does not count: it shows the subject checks its inputs, not
+    /// that it computes the op.
+    pub fn unjudged(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.ops {
+            let mut subjects: Vec<&str> = s.rows.keys().map(|k| k.subject.as_str()).collect();
+            subjects.dedup();
+            for subject in subjects {
+                if subject == crate::props::MPFR_SUBJECT {
+                    continue;
+                }
+                let applicable: Vec<_> =
+                    s.rows.iter().filter(|(k, r)| k.subject == subject && r.not_applicable.is_none()).collect();
+                let computing: Vec<_> =
+                    applicable.iter().filter(|(k, _)| k.property != crate::props::Property::Validation).collect();
+                let judged: u64 = if computing.is_empty() {
+                    applicable.iter().map(|(_, r)| r.cases).sum()
+                } else {
+                    computing.iter().map(|(_, r)| r.cases).sum()
+                };
+                if !applicable.is_empty() && judged == 0 {
+                    out.push(format!("{} / {subject}", s.op));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -224,11 +258,15 @@ pub fn to_table(run: &RunReport) -> String {
         let _ = writeln!(out, "\nNOT RUN (named, unavailable here) {}: {}", u.suite, u.reason);
     }
     let v = run.verdict();
+    let unjudged = run.unjudged();
     let why = match v {
-        Verdict::NothingJudged if !run.unavailable.is_empty() => " (a subject you named could not run)",
-        Verdict::NothingJudged => " (no case was judged)",
-        Verdict::Interrupted => " (interrupted: the table covers the cases run so far)",
-        _ => "",
+        Verdict::NothingJudged if !run.unavailable.is_empty() => " (a subject you named could not run)".to_string(),
+        Verdict::NothingJudged if !unjudged.is_empty() && run.ops.iter().map(OpSummary::judged).sum::<u64>() > 0 => {
+            format!(" (no case judged what {} computes)", crate::escape::visible(&unjudged.join(", ")))
+        }
+        Verdict::NothingJudged => " (no case was judged)".to_string(),
+        Verdict::Interrupted => " (interrupted: the table covers the cases run so far)".to_string(),
+        _ => String::new(),
     };
     let _ = writeln!(out, "\n{}{why}", v.word());
     out
@@ -244,6 +282,10 @@ pub struct JsonRow {
     pub subject: String,
     pub cases: u64,
     pub failures: u64,
+    /// The worst |error| / bound: a number, `"inf"` (an error against a
+    /// zero bound, or an infinite one), `null` for a row with no ratio (a
+    /// property that compares bits).
+    #[serde(with = "ratio")]
     pub worst_error_over_bound: Option<f64>,
     pub near_ties: u64,
     pub unbounded: u64,
@@ -267,6 +309,38 @@ pub struct JsonRow {
     /// every case; absent: each case's own rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clamp_tie: Option<String>,
+}
+
+/// A worst ratio in JSON, which has no infinity: a number, `"inf"`, or
+/// `null` for none (never the same as infinity).
+mod ratio {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(x) if *x == f64::INFINITY => s.serialize_str("inf"),
+            Some(x) => s.serialize_f64(*x),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Ratio {
+        Number(f64),
+        Word(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        use serde::de::Error;
+        match Option::<Ratio>::deserialize(d)? {
+            None => Ok(None),
+            Some(Ratio::Number(x)) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+            Some(Ratio::Word(w)) if w == "inf" => Ok(Some(f64::INFINITY)),
+            Some(Ratio::Number(x)) => Err(D::Error::custom(format!("a ratio is at least 0, not {x}"))),
+            Some(Ratio::Word(w)) => Err(D::Error::custom(format!("a ratio is a number or \"inf\", not {w:?}"))),
+        }
+    }
 }
 
 /// A row's ratio histogram ([`RatioHistogram`]) in the JSON summary, with
