@@ -211,11 +211,16 @@ enum Command {
         /// Only entries of this op.
         #[arg(long)]
         op: Option<String>,
-        /// Only entries whose failing subject is this one (`cuda`, `bug:...`);
-        /// an external subject (`exec:...`, a name of bitparity.toml) is
-        /// also run on them.
+        /// Judge every entry on this subject too (repeatable): `cuda`,
+        /// `oracle:<profile>`, an external subject (`exec:<command>`, a name
+        /// of bitparity.toml). External subjects run only when named here:
+        /// the subject an entry records is a label, never run.
         #[arg(long)]
-        subject: Option<String>,
+        subject: Vec<String>,
+        /// Only entries whose recorded subject (their label) is exactly
+        /// this one (`cuda`, `bug:...`, `exec:...`).
+        #[arg(long)]
+        label: Option<String>,
         /// The project's named external subjects (default: ./bitparity.toml
         /// when present).
         #[arg(long, value_name = "PATH")]
@@ -305,8 +310,10 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Check(args) => cmd_check(args),
-        Command::Replay { path, op, subject, config } => bitparity::exec::config::load(config.as_deref(), &op_names())
-            .and_then(|()| cmd_replay(&path, op.as_deref(), subject.as_deref())),
+        Command::Replay { path, op, subject, label, config } => {
+            bitparity::harness::registry::load_config(config.as_deref())
+                .and_then(|()| cmd_replay(&path, op.as_deref(), &subject, label.as_deref()))
+        }
         Command::Selftest { op, json, seed } => cmd_selftest(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => cmd_import(&artifact, subject, target, &corpus),
         Command::Merge { summaries, json, markdown, html } => cmd_merge(&summaries, json, markdown, html),
@@ -342,7 +349,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(msg) => {
-            eprintln!("error: {msg}");
+            eprintln!("error: {}", bitparity::escape::visible_lines(&msg));
             ExitCode::from(2)
         }
     }
@@ -352,6 +359,9 @@ fn main() -> ExitCode {
 /// the rest of the output is dropped.
 fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
+    // The last guard: nothing read from a file or a child acts on the
+    // terminal (src/escape.rs).
+    let text = bitparity::escape::visible_lines(text);
     if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
         // EPIPE or another write error: nothing more can be shown.
     }
@@ -386,7 +396,7 @@ fn selected_ops(names: &[String]) -> Result<Vec<&'static dyn DynOp>, String> {
 
 fn cmd_check(a: CheckArgs) -> Outcome {
     let ops_selected = selected_ops(&a.op)?;
-    bitparity::exec::config::load(a.config.as_deref(), &op_names())?;
+    bitparity::harness::registry::load_config(a.config.as_deref())?;
     let seconds = match a.seconds {
         None => None,
         Some(s) if s.is_nan() || s <= 0.0 => return Err("--seconds must be a positive number".into()),
@@ -430,7 +440,7 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         return Err("--no-save and --corpus contradict each other".into());
     }
     if let (false, Some(dir)) = (a.no_save, a.corpus.as_deref().or(Some(Path::new("regressions")))) {
-        check_folder_writable(dir).map_err(|e| format!("{e} (--no-save saves nothing)"))?;
+        check_folder_writable(dir, &op_names()).map_err(|e| format!("{e} (--no-save saves nothing)"))?;
     }
     let save = if a.no_save {
         SavePolicy::default()
@@ -473,19 +483,11 @@ fn cmd_check(a: CheckArgs) -> Outcome {
         let ordinals = devices::parse(spec, bitparity::subject::cuda::device::device_count)?;
         return check_on_devices(&a, &ordinals, shard, seed, cases);
     }
-    let interrupt = Arc::new(AtomicBool::new(false));
-    {
-        let flag = interrupt.clone();
-        // A second SIGINT ends the process at once (entries are written
-        // atomically, so nothing half-written stays behind).
-        let _ = ctrlc::set_handler(move || {
-            if flag.swap(true, Ordering::SeqCst) {
-                bitparity::exec::kill_all();
-                std::process::exit(130);
-            }
-            eprintln!("\ninterrupted: finishing the cases in flight (SIGINT again to stop at once)");
-        });
-    }
+    // Interrupts (src/interrupt.rs): the first finishes the cases in flight,
+    // a second drops them, and the report is written either way.
+    let interrupt = bitparity::interrupt::install(Some(
+        "interrupted: finishing the cases in flight, then the report (again to stop them at once)",
+    ));
     let properties = if a.property.is_empty() { Property::ALL.to_vec() } else { a.property.clone() };
     let per_op = seconds.map(|d| d / runs.len().max(1) as u32);
     let plan = Plan {
@@ -561,10 +563,9 @@ fn check_on_devices(a: &CheckArgs, ordinals: &[usize], shard: Option<Shard>, see
     if a.no_save {
         args.push("--no-save".into());
     }
-    let dir = std::env::temp_dir().join(format!("bitparity-devices-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let dir = bitparity::fsio::private_temp_dir("bitparity-devices")?;
     // SIGINT reaches the workers too; this process waits for their summaries.
-    let _ = ctrlc::set_handler(|| eprintln!("\ninterrupted: the workers finish their cases in flight"));
+    bitparity::interrupt::install(Some("interrupted: the workers finish their cases in flight"));
     if !a.quiet {
         eprintln!("bitparity check: seed {seed}, {} workers on devices {ordinals:?}", ordinals.len());
     }
@@ -617,7 +618,7 @@ fn write_run(run: &RunReport, out: &Outputs, title: &str) -> Outcome {
     let table = report::to_table(run);
     let to_stdout = [out.json, out.markdown, out.html].contains(&Some(Path::new("-")));
     if to_stdout {
-        eprint!("{table}");
+        eprint!("{}", bitparity::escape::visible_lines(&table));
     } else {
         emit(&table);
     }
@@ -653,55 +654,87 @@ fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>
     write_run(&run, &out, "bitparity check (merged shards)")
 }
 
-fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
-    // An external subject's children must not outlive an interrupted
-    // replay (a hung one would sleep on): SIGINT kills them, then exits.
-    let _ = ctrlc::set_handler(|| {
-        bitparity::exec::kill_all();
-        std::process::exit(130);
-    });
-    if let Some(o) = op {
-        selected_ops(&[o.to_string()])?;
+fn cmd_replay(path: &Path, op: Option<&str>, subjects: &[String], label: Option<&str>) -> Outcome {
+    use bitparity::escape::{path as shown_path, visible};
+    // An interrupt ends the replay after the entry in flight; what was
+    // replayed is printed (src/interrupt.rs).
+    let interrupt = bitparity::interrupt::install(None);
+    let ops_selected = selected_ops(&op.map(|o| vec![o.to_string()]).unwrap_or_default())?;
+    // Every name must mean a correct subject of some op replayed; those
+    // that cannot run here are said, and the replay cannot pass.
+    let mut unavailable: Vec<Skip> = Vec::new();
+    for name in subjects {
+        if bitparity::subject::planted_name(name).is_some() {
+            return Err(format!(
+                "--subject {}: a planted bug judges no entry; the entries that caught it replay as still failing \
+                 (select them with --label {})",
+                visible(name),
+                visible(name)
+            ));
+        }
+        let res: Vec<_> = ops_selected.iter().map(|o| o.resolve_names(std::slice::from_ref(name))).collect();
+        if res.iter().all(|r| r.found.is_empty() && r.unavailable.is_empty()) {
+            let why = res.iter().flat_map(|r| r.unknown.iter().map(|(_, m)| m.clone())).next().unwrap_or_default();
+            return Err(why);
+        }
+        if res.iter().all(|r| r.found.is_empty()) {
+            unavailable.extend(res.into_iter().flat_map(|r| r.unavailable));
+        }
     }
     let names: Vec<&str> = ops().iter().map(|o| o.name()).collect();
     let (files, problems) = corpus::list(path, &names)?;
     let mut out = String::new();
     let (mut passed, mut failed, mut not_judged) = (0usize, 0usize, 0usize);
     for (p, why) in &problems {
-        out += &format!("BAD  {}: {why}\n", p.display());
+        out += &format!("BAD  {}: {}\n", shown_path(p), visible(why));
         failed += 1;
     }
+    // Entries each named subject judged.
+    let mut judged_on: Vec<usize> = vec![0; subjects.len()];
     let mut ops_seen: Vec<&'static dyn DynOp> = Vec::new();
     for file in &files {
-        let entry = match corpus::read_entry(file) {
+        if interrupt.load(Ordering::SeqCst) {
+            break;
+        }
+        let read = if file.as_path() == path { corpus::read_named_entry(file) } else { corpus::read_entry(file) };
+        let entry = match read {
             Ok(e) => e,
             Err(why) => {
-                out += &format!("BAD  {}: {why}\n", file.display());
+                out += &format!("BAD  {}: {}\n", shown_path(file), visible(&why));
                 failed += 1;
                 continue;
             }
         };
-        if op.is_some_and(|o| o != entry.op) || subject.is_some_and(|s| s != entry.subject) {
+        if op.is_some_and(|o| o != entry.op) || label.is_some_and(|l| l != entry.subject) {
             continue;
         }
         let Some(dyn_op) = op_by_name(&entry.op) else {
-            out += &format!("BAD  {}: unknown op {:?} (known: {})\n", file.display(), entry.op, names.join(", "));
+            out += &format!(
+                "BAD  {}: unknown op {:?} (known: {})\n",
+                shown_path(file),
+                visible(&entry.op),
+                names.join(", ")
+            );
             failed += 1;
             continue;
         };
         let folder = file.parent().and_then(|d| d.file_name()).and_then(|n| n.to_str());
         if folder.is_some_and(|f| names.contains(&f) && f != entry.op) {
-            out += &format!("BAD  {}: an entry of op {} in another op's folder\n", file.display(), entry.op);
+            out += &format!("BAD  {}: an entry of op {} in another op's folder\n", shown_path(file), entry.op);
             failed += 1;
             continue;
         }
         if !ops_seen.iter().any(|o| o.name() == dyn_op.name()) {
             ops_seen.push(dyn_op);
         }
-        let r = match subject.filter(|s| bitparity::exec::is_exec_name(s)) {
-            Some(s) => dyn_op.replay_on(&entry, &[s.to_string()]),
-            None => dyn_op.replay(&entry),
-        };
+        // The names this op has a subject of (another op's subject judges
+        // none of its entries).
+        let here: Vec<String> =
+            subjects.iter().filter(|n| !dyn_op.resolve_names(std::slice::from_ref(n)).found.is_empty()).cloned().collect();
+        let r = if here.is_empty() { dyn_op.replay(&entry) } else { dyn_op.replay_on(&entry, &here) };
+        for (i, n) in subjects.iter().enumerate() {
+            judged_on[i] += r.results.iter().any(|x| &x.subject == n) as usize;
+        }
         let status = if r.broken.is_some() || (r.judged() && !r.ok()) {
             failed += 1;
             "FAIL"
@@ -714,14 +747,14 @@ fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
         };
         out += &format!(
             "{status} {} ({} / {} / {}, {})\n",
-            file.display(),
+            shown_path(file),
             entry.op,
-            entry.property,
-            entry.subject,
-            entry.date
+            visible(&entry.property),
+            visible(&entry.subject),
+            visible(&entry.date)
         );
         if let Some(b) = &r.broken {
-            out += &format!("       not replayable: {b}\n");
+            out += &format!("       not replayable: {}\n", visible(b));
         }
         for s in r.results.iter().filter(|s| !s.ok() || s.must_fail) {
             let what = match (&s.failure, s.must_fail) {
@@ -730,10 +763,10 @@ fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
                 (Some(m), false) => format!("fails: {m}"),
                 (None, false) => "passes".to_string(),
             };
-            out += &format!("       {}: {what}\n", s.subject);
+            out += &format!("       {}: {}\n", visible(&s.subject), visible(&what));
         }
         for s in &r.not_replayed {
-            out += &format!("       not replayed on {}: {}\n", s.suite, s.reason);
+            out += &format!("       not replayed on {}: {}\n", visible(&s.suite), visible(&s.reason));
         }
     }
     for o in &ops_seen {
@@ -744,10 +777,32 @@ fn cmd_replay(path: &Path, op: Option<&str>, subject: Option<&str>) -> Outcome {
     }
     let total = passed + failed + not_judged;
     out += &format!("\n{total} entries: {passed} passed, {failed} failed, {not_judged} judged by no subject here\n");
+    for s in &unavailable {
+        out += &format!("NOT RUN {}: {}\n", visible(&s.suite), visible(&s.reason));
+    }
+    // A subject the user named that judged nothing (it serves no op of the
+    // entries, or refused every case) did not pass anything.
+    let idle: Vec<&String> = subjects
+        .iter()
+        .zip(&judged_on)
+        .filter(|(n, &j)| j == 0 && !unavailable.iter().any(|u| &u.suite == *n))
+        .map(|(n, _)| n)
+        .collect();
+    for n in &idle {
+        out += &format!("NOT JUDGED: --subject {} judged no entry\n", visible(n));
+    }
     let code = if failed > 0 {
         Verdict::Failed
+    } else if interrupt.load(Ordering::SeqCst) {
+        out += "interrupted: the entries above were replayed, the rest were not\n";
+        Verdict::Interrupted
     } else if passed == 0 {
-        out += "nothing was replayed: no entry was judged\n";
+        out += &match label {
+            Some(l) if total == 0 => format!("nothing was replayed: no entry is labelled {}\n", visible(l)),
+            _ => "nothing was replayed: no entry was judged\n".to_string(),
+        };
+        Verdict::NothingJudged
+    } else if !unavailable.is_empty() || !idle.is_empty() {
         Verdict::NothingJudged
     } else {
         Verdict::Passed
@@ -849,7 +904,7 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
     }
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     let header;
-    let interrupt = Arc::new(AtomicBool::new(false));
+    let mut interrupt = Arc::new(AtomicBool::new(false));
     let rows = if !a.from.is_empty() {
         let mut texts = Vec::new();
         for p in &a.from {
@@ -885,6 +940,9 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             Some(dir) => eprintln!("{}", campaign::corpus_summary(dir, &chosen)?),
             None => eprintln!("no corpus: generated cases only"),
         }
+        // The first interrupt stops the children and writes the report of
+        // what was judged (src/interrupt.rs).
+        interrupt = bitparity::interrupt::install(None);
         let plan = campaign::Plan {
             corpus,
             properties,
@@ -899,16 +957,6 @@ fn cmd_mutants(a: MutantsArgs) -> Outcome {
             sanitizer: a.sanitizer.as_deref().map(|t| sanitizer(t, a.sanitizer_cases)).transpose()?,
             interrupt: interrupt.clone(),
         };
-        {
-            // The first SIGINT stops the children and writes the report of
-            // what was judged; a second ends the process at once.
-            let flag = plan.interrupt.clone();
-            let _ = ctrlc::set_handler(move || {
-                if flag.swap(true, Ordering::SeqCst) {
-                    std::process::exit(130);
-                }
-            });
-        }
         let run = chosen.iter().filter(|(_, r)| *r).count();
         eprintln!(
             "{run} mutants, {jobs} at a time on GPUs {:?}, {} cases each (seed {seed})...",
@@ -1038,11 +1086,17 @@ fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, 
         },
     };
     let bytes = read_capped(artifact, MAX_ARTIFACT_BYTES)?;
-    check_folder_writable(corpus_root)?;
-    let subject = subject.or_else(|| std::env::var(knobs::FUZZ_SUBJECT).ok());
+    check_folder_writable(corpus_root, &op_names())?;
+    let env_subject = std::env::var(knobs::FUZZ_SUBJECT).ok();
+    use bitparity::fuzzing::Names;
+    let subject = match (&subject, &env_subject) {
+        (Some(s), _) => Some(Names::CommandLine(s)),
+        (None, Some(s)) => Some(Names::Environment(s)),
+        (None, None) => None,
+    };
     let mut last = None;
     for (o, dir) in targets {
-        match o.import(artifact, &bytes, &[dir], subject.as_deref(), corpus_root) {
+        match o.import(artifact, &bytes, &[dir], subject, corpus_root) {
             Ok(i) => {
                 let r = &i.record;
                 eprintln!(
@@ -1076,7 +1130,7 @@ fn cmd_import(artifact: &Path, subject: Option<String>, target: Option<String>, 
     }
 }
 
-/// Every registered op's name (what a `bitparity.toml` subject may name).
+/// Every registered op's name.
 fn op_names() -> Vec<&'static str> {
-    bitparity::harness::ops().iter().map(|o| o.name()).collect()
+    ops().iter().map(|o| o.name()).collect()
 }

@@ -421,6 +421,9 @@ pub struct Found<'a, O: Harness> {
     pub seed: Option<u64>,
     /// Prefix of the stored note (`fuzz loss_bwd: `).
     pub note_prefix: String,
+    /// The failure as first seen, when known: what is reported when the
+    /// subject can no longer judge (a hung one) by the time it is shrunk.
+    pub first_message: Option<String>,
     /// Once set (SIGINT), shrinking stops at the smallest failing case so
     /// far, which is saved and reported: an interrupted run ends in seconds
     /// even when a shrink of a slow subject is in flight.
@@ -435,7 +438,7 @@ pub fn record_failure<O: Harness>(
     policy: &SavePolicy,
     budget: usize,
 ) -> FailureRecord {
-    let Found { property, subject, profile, case, case_index, seed, note_prefix, stop } = found;
+    let Found { property, subject, profile, case, case_index, seed, note_prefix, first_message, stop } = found;
     // After a kernel fault every CUDA call of the process fails: shrinking
     // would "succeed" down to the smallest case. The case is kept as found.
     let (shrunk, message) = match crate::subject::cuda::device::lost() {
@@ -451,8 +454,9 @@ pub fn record_failure<O: Harness>(
             let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
             let shrunk =
                 shrink::<O>(case, |c| !stopped() && failure_of::<O>(property, subject, c, subjects).is_some(), budget);
-            let message =
-                failure_of::<O>(property, subject, &shrunk, subjects).unwrap_or_else(|| "(no longer fails)".into());
+            let message = failure_of::<O>(property, subject, &shrunk, subjects)
+                .or(first_message)
+                .unwrap_or_else(|| "(no longer fails)".into());
             (shrunk, message)
         }
     };
@@ -549,12 +553,15 @@ fn save_failure<O: Harness>(
     // One process at a time decides whether the bug is known and saves it:
     // two checks saving into one corpus at once could otherwise both find
     // no entry and each write one for the same bug.
-    let _lock = match lock_corpus(root) {
+    let _lock = match corpus::lock(root) {
         Ok(l) => l,
         Err(reason) => return SaveNote::NotSaved { reason },
     };
     if let Some(path) = known_failure::<O>(root, property, subject, subjects) {
         return SaveNote::Known { path };
+    }
+    if let Err(reason) = corpus::check_footprint::<O>(case) {
+        return SaveNote::NotSaved { reason: format!("not saved: {reason}") };
     }
     match corpus::save(root, &entry_of::<O>(property, subject, profile, note, case)) {
         Ok(Saved::New(path)) => SaveNote::Saved { path },
@@ -562,21 +569,6 @@ fn save_failure<O: Harness>(
         Ok(Saved::Repaired(path)) => SaveNote::Repaired { path },
         Err(reason) => SaveNote::NotSaved { reason },
     }
-}
-
-/// An exclusive lock on the corpus, `root/.lock` (created with the folder;
-/// hidden, no entry), held until the returned file is dropped.
-fn lock_corpus(dir: &std::path::Path) -> Result<std::fs::File, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let path = dir.join(".lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    f.lock().map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
-    Ok(f)
 }
 
 /// An entry of the corpus, of this op, property and subject, that still
@@ -593,8 +585,8 @@ fn known_failure<O: Harness>(
         if raw.op != O::NAME || raw.property != property.name() || raw.subject != subject {
             return false;
         }
-        let Ok(case) = corpus::decode_case::<O::Case>(&raw) else { return false };
-        O::validate(&case).is_ok() && failure_of::<O>(property, subject, &case, subjects).is_some()
+        let Ok(case) = corpus::case_of::<O>(&raw) else { return false };
+        failure_of::<O>(property, subject, &case, subjects).is_some()
     })
 }
 
@@ -602,6 +594,9 @@ fn known_failure<O: Harness>(
 /// is said when it is found, with or without a bar (a run killed later has
 /// already shown what it saved).
 fn say(bar: &ProgressBar, line: String) {
+    // A failure's text holds a subject's own words (an external subject's
+    // message, its stderr): nothing in it may act on the terminal.
+    let line = crate::escape::visible_lines(&line);
     if bar.is_hidden() {
         eprintln!("{}", line.trim_end());
     } else {
@@ -655,7 +650,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
     fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|e| e.into_inner())
     }
-    let record = |key: &RowKey, position: u64, case: &O::Case| {
+    let record = |key: &RowKey, position: u64, case: &O::Case, first_message: Option<String>| {
         let index = plan.first_case.wrapping_add(position);
         record_failure::<O>(
             Found {
@@ -666,6 +661,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                 case_index: Some(index),
                 seed: Some(plan.seed),
                 note_prefix: String::new(),
+                first_message,
                 stop: Some(&plan.interrupt),
             },
             subjects,
@@ -689,6 +685,11 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                 let index = plan.first_case.wrapping_add(position);
                 let case = case_at::<O>(plan.seed, index, &plan.gen);
                 let judged = judge_case::<O>(&case, subjects, &plan.properties);
+                if crate::interrupt::hard_stop() {
+                    // Cut off by a second interrupt (its subjects killed
+                    // under it): neither passed nor failed, not counted.
+                    return;
+                }
                 {
                     let mut c = lock(&classes);
                     for class in O::classify(&case) {
@@ -711,7 +712,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                             *l = (*l).min(position);
                             if let std::collections::btree_map::Entry::Vacant(v) = lock(&shrunk_at).entry(key.clone()) {
                                 v.insert(position);
-                                new_failures.push(key.clone());
+                                new_failures.push((key.clone(), j.failure.clone()));
                             }
                         }
                     }
@@ -723,7 +724,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                     None => bar.set_position(start.elapsed().as_secs()),
                 }
                 bar.set_message(format!("{done} cases, {fails} failures"));
-                for key in new_failures {
+                for (key, message) in new_failures {
                     say(
                         &bar,
                         format!(
@@ -734,7 +735,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                             shape::<O>(&case)
                         ),
                     );
-                    let r = record(&key, position, &case);
+                    let r = record(&key, position, &case, message);
                     say(&bar, r.text());
                     lock(&records).insert(key, r);
                 }
@@ -762,7 +763,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                 plan.first_case.wrapping_add(low)
             ),
         );
-        let r = record(key, low, &case);
+        let r = record(key, low, &case, None);
         lock(&records).insert(key.clone(), r);
     }
     bar.finish_and_clear();
