@@ -279,6 +279,9 @@ pub fn check_no_links(root: &Path, ops: &[&str]) -> Result<(), String> {
     if link(root) {
         return refuse(root);
     }
+    if link(&root.join(".lock")) {
+        return refuse(&root.join(".lock"));
+    }
     for op in ops {
         let d = root.join(op);
         if link(&d) {

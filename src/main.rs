@@ -16,7 +16,7 @@ use bitparity::import::{ImportError, MAX_ARTIFACT_BYTES};
 use bitparity::knobs;
 use bitparity::merge;
 use bitparity::props::Property;
-use bitparity::report::{self, JsonReport, RunPlan, RunReport, Verdict};
+use bitparity::report::{self, RunPlan, RunReport, Verdict};
 use bitparity::runner::{Plan, SavePolicy, Shard};
 use bitparity::selftest;
 use bitparity::subject::Skip;
@@ -634,8 +634,6 @@ fn write_run(run: &RunReport, out: &Outputs, title: &str) -> Outcome {
     Ok(run.verdict().exit_code())
 }
 
-/// The most a summary file may hold: a run's summary is a few hundred KB.
-const MAX_SUMMARY_BYTES: u64 = 64 << 20;
 
 fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>, html: Option<PathBuf>) -> Outcome {
     for p in json.iter().chain(&markdown).chain(&html) {
@@ -644,10 +642,8 @@ fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>
     let mut parts = Vec::new();
     for f in files {
         let name = f.display().to_string();
-        let bytes = read_capped(f, MAX_SUMMARY_BYTES).map_err(|e| format!("{name}: {e}"))?;
-        let r: JsonReport = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{name}: not a `bitparity check --json` summary: {e}"))?;
-        parts.push((name, r));
+        let bytes = read_capped(f, merge::MAX_SUMMARY_BYTES).map_err(|e| format!("{name}: {e}"))?;
+        parts.push((name.clone(), merge::read_summary(&bytes).map_err(|e| format!("{name}: {e}"))?));
     }
     let run = merge::merge(&parts)?;
     let out = Outputs { json: json.as_deref(), markdown: markdown.as_deref(), html: html.as_deref() };

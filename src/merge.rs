@@ -20,6 +20,18 @@ use crate::runner::{DimCounts, FailureRecord, OpSummary, RowKey, RowStats, Shard
 use crate::subject::Skip;
 use std::collections::BTreeMap;
 
+/// The most a summary file may hold: a run's summary is a few hundred KB.
+pub const MAX_SUMMARY_BYTES: u64 = 64 << 20;
+
+/// A `check --json` summary from its bytes: parsed strictly (a file of
+/// another kind is refused) and every field checked ([`check_summary`]).
+pub fn read_summary(bytes: &[u8]) -> Result<JsonReport, String> {
+    let r: JsonReport =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a `bitparity check --json` summary: {e}"))?;
+    check_summary(&r)?;
+    Ok(r)
+}
+
 /// Combines the shards' summaries (each with its file name, for errors)
 /// into the whole run's.
 pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {

@@ -32,6 +32,8 @@ fn run(target: &str, data: &[u8]) {
     match target {
         "corpus_entry" => files::corpus_entry(data),
         "hexf" => files::hexf(data),
+        "summary" => files::summary(data),
+        "config" => files::config(data),
         op_target => run_fuzz_target(op_target, data),
     }
 }

@@ -322,7 +322,7 @@ fn bad_files_in_a_corpus_are_each_reported_and_the_rest_replays() {
     };
     for (name, why) in [
         ("empty.json", "empty file"),
-        (".#lock.json", "cannot read"),
+        (".#lock.json", "symbolic link: not followed"),
         ("folder.json", "folder"),
         ("unknown-key.json", "unknown field `scale`"),
         ("unknown-top-key.json", "unknown field `notes`"),
@@ -687,20 +687,27 @@ fn a_failure_prints_its_shrunk_case_and_commands_that_reproduce_it() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// `replay --op` and `--subject` select entries; selecting nothing is not a
-/// pass.
+/// `replay --op` and `--label` select entries; selecting nothing is not a
+/// pass; `--subject` names subjects to judge with, never a planted bug.
 #[test]
-fn replay_filters_by_op_and_subject() {
+fn replay_filters_by_op_and_label() {
     let dir = tmp("filters");
     write_json(&dir.join("seqwise_loss/a.json"), &real_entry(OFFSET_ENTRY));
     write_json(&dir.join("seqwise_loss/b.json"), &real_entry(FMA_ENTRY));
-    let r = run(bitparity().arg("replay").arg(&dir).args(["--subject", "bug:fma-quotient"]));
+    let r = run(bitparity().arg("replay").arg(&dir).args(["--label", "bug:fma-quotient"]));
     assert_eq!(r.code, Some(0), "{}", r.all());
     assert!(r.stdout.contains("1 entries: 1 passed") && !r.stdout.contains("a.json"), "{}", r.all());
     let r = run(bitparity().arg("replay").arg(&dir).args(["--op", "seqwise_loss"]));
     assert!(r.stdout.contains("2 entries: 2 passed"), "{}", r.all());
-    let r = run(bitparity().arg("replay").arg(&dir).args(["--subject", "bug:wrong-order"]));
+    let r = run(bitparity().arg("replay").arg(&dir).args(["--label", "bug:wrong-order"]));
     assert_eq!(r.code, Some(3), "{}", r.all());
+    let r = run(bitparity().arg("replay").arg(&dir).args(["--subject", "bug:fma-quotient"]));
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(r.stderr.contains("--label bug:fma-quotient"), "{}", r.all());
+    // A correct subject named judges every entry.
+    let r = run(bitparity().arg("replay").arg(&dir).args(["--subject", "model:serial"]));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(r.stdout.contains("2 entries: 2 passed"), "{}", r.all());
     let r = run(bitparity().arg("replay").arg(&dir).args(["--op", "nope"]));
     assert_eq!(r.code, Some(2), "{}", r.all());
     std::fs::remove_dir_all(dir).ok();
@@ -819,11 +826,11 @@ fn duplicate_keys_are_refused_at_any_depth() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// `--json` into a FIFO writes into the pipe, and through a link writes the
-/// link's target: neither is replaced by a regular file (the atomic rename
-/// replaced them, and would replace `/dev/stdout` or `/dev/full` as root).
+/// `--json` into a FIFO writes into the pipe and keeps it a FIFO; a link
+/// is refused before the run, its target untouched (a link could lead
+/// anywhere: docs/security.md).
 #[test]
-fn reports_into_pipes_and_links_keep_them() {
+fn reports_into_pipes_keep_them_and_links_are_refused() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tmp("special-out");
     let target = dir.join("real.json");
@@ -832,9 +839,10 @@ fn reports_into_pipes_and_links_keep_them() {
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let args = ["check", "--op", "router", "--subject", "model:serial", "--cases", "1", "--seed", "1", "--quiet"];
     let r = run(bitparity().args(args).arg("--no-save").arg("--json").arg(&link));
-    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(r.stderr.contains("symbolic link"), "{}", r.all());
     assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink(), "the link was replaced");
-    assert!(std::fs::read_to_string(&target).unwrap().contains("\"verdict\""), "the target was not written");
+    assert_eq!(std::fs::read(&target).unwrap(), b"old\n", "the target was written");
 
     let fifo = dir.join("pipe.json");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());

@@ -34,6 +34,40 @@ pub fn corpus_entry(data: &[u8]) {
     }
 }
 
+/// A `check --json` summary, as `merge` reads it: any bytes are parsed and
+/// checked ([`crate::merge::read_summary`]); one that is accepted merges
+/// with itself as the shards of one run or is refused with a reason, and a
+/// merged result is accepted again. Nothing may panic, and nothing may
+/// allocate more than a few times the input (a forged shard count of 2^64 - 1
+/// once built the list of every missing shard).
+pub fn summary(data: &[u8]) {
+    let Ok(r) = crate::merge::read_summary(data) else { return };
+    if let Ok(run) = crate::merge::merge(&[("a".into(), r.clone())]) {
+        let again = crate::report::to_json(&run);
+        crate::merge::read_summary(again.as_bytes())
+            .unwrap_or_else(|e| panic!("merge wrote a summary it refuses: {e}\n{again}"));
+    }
+    let _ = crate::merge::merge(&[("a".into(), r.clone()), ("b".into(), r)]);
+}
+
+/// A `bitparity.toml`: any bytes; one that parses names subjects whose
+/// names, commands, environment and timeouts bitparity can honour (no
+/// built-in's name, no invisible character, no empty or `=` key, a timeout
+/// of at least 10 ms).
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let ops = ["seqwise_loss", "router", "shared_expert"];
+    let reserved = crate::harness::registry::device_subject_names();
+    let Ok(c) = crate::exec::config::parse(text, "fuzz.toml", &ops, &reserved) else { return };
+    for s in &c.subjects {
+        assert_eq!(crate::escape::visible(&s.name), s.name, "a name with hidden characters was accepted");
+        assert!(!reserved.contains(&s.name.as_str()) && !s.name.starts_with("exec:"), "{:?} shadows a built-in", s.name);
+        assert!(!s.command.is_empty() && !s.command[0].is_empty(), "an empty command was accepted");
+        assert!(s.env.keys().all(|k| !k.is_empty() && !k.contains('=') && !k.contains('\0')), "{:?}", s.env);
+        assert!(s.timeout.as_secs_f64() >= crate::knobs::MIN_TIMEOUT_S, "{:?}", s.timeout);
+    }
+}
+
 /// The case of `entry` as type `C`, written back and read again, must be the
 /// same JSON (so every value the parser accepted is exactly what it wrote).
 fn round_trips<C: Serialize + DeserializeOwned>(entry: &RawEntry) {

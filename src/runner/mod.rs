@@ -452,10 +452,27 @@ pub fn record_failure<O: Harness>(
         ),
         None => {
             let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
-            let shrunk =
-                shrink::<O>(case, |c| !stopped() && failure_of::<O>(property, subject, c, subjects).is_some(), budget);
+            // The message of the smallest failing case so far: what is
+            // reported when the subject can no longer judge it again (a
+            // hung subject, marked so while shrinking).
+            let mut last = first_message;
+            let shrunk = shrink::<O>(
+                case,
+                |c| {
+                    if stopped() {
+                        return false;
+                    }
+                    let m = failure_of::<O>(property, subject, c, subjects);
+                    let fails = m.is_some();
+                    if fails {
+                        last = m;
+                    }
+                    fails
+                },
+                budget,
+            );
             let message = failure_of::<O>(property, subject, &shrunk, subjects)
-                .or(first_message)
+                .or(last)
                 .unwrap_or_else(|| "(no longer fails)".into());
             (shrunk, message)
         }

@@ -1,9 +1,9 @@
 """A correct seqwise_loss provider that leaves processes behind, the ways
 that escape a process group: a grandchild in a session of its own
-(setsid), and a daemon (double fork, its parent gone). Each writes its pid
-to the file $SPAWNER_PIDS and sleeps. bitparity must leave none running
-when it ends, however it ends (tests/containment.rs). With SPAWNER_HANG=1
-it never answers a request."""
+(setsid), and a daemon (double fork, its parent gone). They sleep, with the
+provider's arguments as their command line (a test gives a token to find
+them by). bitparity must leave none running when it ends, however it ends
+(tests/hostile.rs). With the argument `hang` it never answers a request."""
 import os
 import sys
 import time
@@ -13,15 +13,9 @@ import bitparity
 import pure_seqwise_loss as pure
 
 
-def note(pid):
-    with open(os.environ["SPAWNER_PIDS"], "a") as f:
-        f.write("%d\n" % pid)
-
-
 def escape_session():
     if os.fork() == 0:
         os.setsid()
-        note(os.getpid())
         os.closerange(0, 3)
         time.sleep(600)
         os._exit(0)
@@ -31,7 +25,6 @@ def daemon():
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            note(os.getpid())
             os.closerange(0, 3)
             time.sleep(600)
             os._exit(0)
@@ -39,7 +32,7 @@ def daemon():
 
 
 def hang(case):
-    if os.environ.get("SPAWNER_HANG") == "1":
+    if "hang" in sys.argv[1:]:
         while True:
             time.sleep(3600)
 
