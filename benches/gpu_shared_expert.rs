@@ -133,7 +133,7 @@ fn libraries(only: &Option<usize>, warmup: usize, iters: usize) -> Result<Vec<se
     use bitparity::subject::cuda::shared_expert_cublas::{probe as probe_lib, Variant};
     let e = |x: SubjectError| x.to_string();
     let mut rows = Vec::new();
-    println!("\nthe cuBLAS subjects (GEMMs by cuBLAS, SPEC's epilogues), f+b = 16 T H F FLOPs");
+    println!("\nthe cuBLAS subjects (GEMMs by cuBLAS, the op's epilogues), f+b = 16 T H F FLOPs");
     println!("{:>22} {:>18} {:>9} {:>9} {:>8}", "subject", "T x H x F", "fwd ms", "f+b ms", "f+b TF");
     for v in [Variant::Default, Variant::PinnedLt, Variant::PinnedLtAligned] {
         let sub = match probe_lib(v) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Native PyTorch seqwise_loss (SPEC section 3), timed three ways in one run.
+"""Native PyTorch seqwise_loss (docs/ops/seqwise_loss.md), timed three ways in one run.
 
 The baseline of the speed table: the loss as PyTorch code writes it
 (TorchTitan's DeepSeek-V3 style): F.normalize / topk / scatter / sums, and

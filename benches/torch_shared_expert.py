@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's native bf16 SwiGLU MLP (the shared expert of SPEC section 5,
+"""PyTorch's native bf16 SwiGLU MLP (the shared expert of docs/ops/shared_expert.md,
 as a user would write it: cuBLAS GEMMs with bf16 outputs, silu and the
 product in bf16 tensors), forward and backward of dX only (the weights
 frozen), timed with CUDA events three ways in one run: eager, captured in a

@@ -1,7 +1,7 @@
-// router (shared/SPEC.md section 4): TorchTitan's DeepSeekV3Router after the
-// gate matmul: sigmoid scores, an expert bias used only to choose,
-// group-limited top-k, normalised and scaled weights; forward and backward,
-// the backward optionally fused with the seqwise_loss gradient (section 3,
+// router (docs/ops/router.md): TorchTitan's DeepSeekV3Router after the gate
+// matmul: sigmoid scores, an expert bias used only to choose, group-limited
+// top-k, normalised and scaled weights; forward and backward, the backward
+// optionally fused with the seqwise_loss gradient (docs/ops/seqwise_loss.md,
 // ProvidedMap objective) of the router's own scores.
 //
 // Numeric profile: "warp32" (oracles/src/profile/router.rs, RouterProfile::gpu())
@@ -25,9 +25,9 @@
 //
 // Limits, checked by the launcher (refused as "unavailable" outside them):
 //   2 <= E <= 1024      (32 lanes x V <= 32 values in registers)
-//   G | E, E/G >= 2, 1 <= L <= G, 1 <= k <= L * E / G   (SPEC validation;
+//   G | E, E/G >= 2, 1 <= L <= G, 1 <= k <= L * E / G   (the op's validation;
 //                        G up to E/2 = 512 and k up to E are supported)
-//   T >= 1, T * k <= 2^24 (SPEC; the counts and C are exact in f32),
+//   T >= 1, T * k <= 2^24 (the op's; the counts and C are exact in f32),
 //   T * E and T * k < 2^31, stride < 2^62 (i32 / i64 arguments).
 //
 // router_fwd_v<V>(const float* logits, int offset, long long stride, int T,
@@ -509,7 +509,7 @@ __device__ __forceinline__ bool fwd_grouped32(const FwdArgs& a, int t, int lane,
     return true;
 }
 
-// One token, one warp: steps 1 to 7 of SPEC section 4.
+// One token, one warp: steps 1 to 7 of docs/ops/router.md#forward.
 // wsh: this warp's fwd_warp_words(E) words of shared memory; cnt_sh: the block's E
 // counters of valid selections; pow2: exp_cr's table in shared memory;
 // bias: the E biases in shared memory; x: the token's logits (fwd_load).
@@ -911,7 +911,8 @@ __device__ __forceinline__ void bwd(const BwdArgs& a) {
     // a_e = g * f_e, once per warp. The counts are the forward's, complete
     // before this kernel starts (stream order), and C is their exact integer
     // sum (a warp reduction: any order is exact), so every warp derives the
-    // same f_e (SPEC section 3's), without a grid-wide dependency.
+    // same f_e (docs/ops/seqwise_loss.md#forward), without a grid-wide
+    // dependency.
     float ae[V];
     if (a.fused) {
         unsigned c[V];

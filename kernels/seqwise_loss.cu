@@ -1,4 +1,4 @@
-// seqwise_loss (shared/SPEC.md section 3): the DeepSeek-V3 microbatch-wise
+// seqwise_loss (docs/ops/seqwise_loss.md): the DeepSeek-V3 microbatch-wise
 // load-balance loss, forward and backward, fused.
 //
 // Numeric profile: "warp32-chunk64" (oracles/src/profile/seqwise_loss.rs,

@@ -1,4 +1,4 @@
-// shared_expert (shared/SPEC.md section 5): the SwiGLU MLP on bf16 weights,
+// shared_expert (docs/ops/shared_expert.md): the SwiGLU MLP on bf16 weights,
 // forward y and backward dX (weights frozen), strict profile.
 //
 // Numeric profile: "serial" (oracles/src/profile/shared_expert.rs)
@@ -96,7 +96,7 @@ __device__ __forceinline__ bf16_t bf16_rne(float x) {
     return (bf16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-// sigmoid as SPEC section 4: 1 / (1 + exp(-g)), each operation rounded.
+// sigmoid as docs/ops/router.md#the-sigmoid: 1 / (1 + exp(-g)), each operation rounded.
 __device__ __forceinline__ float sigmoid(float g, const double* pow2) {
     return div(1.0f, add(1.0f, exp_cr(-g, pow2)));
 }

@@ -1,11 +1,11 @@
 // The SwiGLU epilogues of the cuBLAS subject of `shared_expert`
-// (src/subject/cuda/shared_expert_cublas.rs): cuBLAS computes the four
-// GEMMs (z and dX in f32, y and dh rounded to bf16 by cuBLAS), these two
-// elementwise kernels compute what lies between them, exactly as SPEC
-// section 5 writes it and as kernels/shared_expert.cu's fused epilogues do.
-// So the subject differs from the profile oracle only in cuBLAS's reduction
-// order (and, for y and dh, in how cuBLAS rounds its f32 sums to bf16):
-// what SPEC judges it by (accuracy for an unknown order, batch invariance).
+// (src/subject/cuda/shared_expert_cublas.rs): cuBLAS computes the four GEMMs (z
+// and dX in f32, y and dh rounded to bf16 by cuBLAS), these two elementwise
+// kernels compute what lies between them, exactly as docs/ops/shared_expert.md
+// writes it and as kernels/shared_expert.cu's fused epilogues do. So the
+// subject differs from the profile oracle only in cuBLAS's reduction order
+// (and, for y and dh, in how cuBLAS rounds its f32 sums to bf16): what
+// bitparity judges it by (accuracy for an unknown order, batch invariance).
 //
 // Not hunted by `bitparity mutants` (KernelId::op is None for it): the
 // campaign judges the strict kernels, and this file serves a vendor library.
@@ -58,7 +58,7 @@ extern "C" __global__ void se_swiglu_fwd(const float* __restrict__ z, int T, int
 }
 
 // dz = bf16([dgate, dup]) (T x 2F) from z (T x 2F f32) and dh (T x F bf16),
-// SPEC section 5's formulas in its order.
+// docs/ops/shared_expert.md#backward's formulas in its order.
 extern "C" __global__ void se_swiglu_bwd(const float* __restrict__ z, const bf16_t* __restrict__ dh, int T, int F,
                                          bf16_t* __restrict__ dz) {
     __shared__ double pow2[BP_EXP_TABLE];

@@ -1,5 +1,5 @@
-// shared_expert_tc (shared/SPEC.md section 5): the SwiGLU MLP on bf16
-// weights on the tensor cores, forward y and backward dX (weights frozen),
+// shared_expert_tc (docs/ops/shared_expert.md): the SwiGLU MLP on bf16 weights
+// on the tensor cores, forward y and backward dX (weights frozen),
 // batch-invariant.
 //
 // Numeric profile: "mma16-h100" (oracles/src/profile/shared_expert.rs)

@@ -1,6 +1,6 @@
-// shared_expert_wgmma (shared/SPEC.md section 5): the SwiGLU MLP on bf16
-// weights on Hopper's warpgroup tensor-core MMA (wgmma), forward y and
-// backward dX (weights frozen), batch-invariant.
+// shared_expert_wgmma (docs/ops/shared_expert.md): the SwiGLU MLP on bf16
+// weights on Hopper's warpgroup tensor-core MMA (wgmma), forward y and backward
+// dX (weights frozen), batch-invariant.
 //
 // Numeric profile: "mma16-h100" (oracles/src/profile/shared_expert.rs)
 //   every dot product (z = x w1^T, y = h w2^T, dh = dy w2, dX = dz w1):

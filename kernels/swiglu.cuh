@@ -1,10 +1,9 @@
-// The SwiGLU epilogues of the shared expert (shared/SPEC.md section 5) on
-// the f32 results g and u of the gate and up dot products, every operation
-// one rounding (common.cuh). kernels/shared_expert.cu and
-// shared_expert_tc.cu keep their own copies of these lines, so that their
-// mutants (kernels/mutants.toml) keep their ids, and so does
-// shared_expert_cublas.cu (a test compares its copy with the strict
-// kernel's); the functions are the same.
+// The SwiGLU epilogues of the shared expert (docs/ops/shared_expert.md) on the
+// f32 results g and u of the gate and up dot products, every operation one
+// rounding (common.cuh). kernels/shared_expert.cu and shared_expert_tc.cu keep
+// their own copies of these lines, so that their mutants (kernels/mutants.toml)
+// keep their ids, and so does shared_expert_cublas.cu (a test compares its copy
+// with the strict kernel's); the functions are the same.
 
 #pragma once
 
@@ -29,7 +28,7 @@ __device__ __forceinline__ bf16_t bf16_rne(float x) {
     return (bf16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-// sigmoid as SPEC section 4: 1 / (1 + exp(-g)), exp correctly rounded.
+// sigmoid as docs/ops/router.md#the-sigmoid: 1 / (1 + exp(-g)), exp correctly rounded.
 __device__ __forceinline__ float sigmoid(float g, const double* pow2) {
     return div(1.0f, add(1.0f, exp_cr(-g, pow2)));
 }

@@ -1,4 +1,4 @@
-//! The regression corpus as storage (SPEC section 8):
+//! The regression corpus as storage (docs/ops/README.md#the-regression-corpus):
 //! `regressions/<op>/<name>.json`, one shrunk failure each, stored as exact
 //! values (hex floats) with the property it broke, the subject it broke, the
 //! date and a note. This module only reads and writes entries; replaying them

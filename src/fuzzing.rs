@@ -60,7 +60,7 @@ impl Direction {
 /// One check of a case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// A property of SPEC section 6, as `bitparity check` judges it.
+    /// A property of docs/ops/README.md#properties, as `bitparity check` judges it.
     Judge(Property),
     /// Conformance of the forward alone. Stored in the corpus as
     /// `conformance`, which checks the forward first.

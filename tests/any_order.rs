@@ -1,10 +1,9 @@
-//! Subjects that claim no profile (SPEC sections 2 and 5): judged by
-//! accuracy and gradient within the bound of every admissible evaluation
-//! (any order and association of each sum, products possibly contracted
-//! into FMAs; `oracles::any_order`). A correct subject in another order, or
-//! with FMA, must pass; a wrong formula must fail; and what cannot be
-//! judged (a clamp tie that either branch may take) is counted, never
-//! passed.
+//! Subjects that claim no profile (docs/ops/README.md#the-accuracy-bound):
+//! judged by accuracy and gradient within the bound of every admissible
+//! evaluation (any order and association of each sum, products possibly
+//! contracted into FMAs; `oracles::any_order`). A correct subject in another
+//! order, or with FMA, must pass; a wrong formula must fail; and what cannot be
+//! judged (a clamp tie that either branch may take) is counted, never passed.
 
 use bitparity::gen::GenConfig;
 use bitparity::harness::{case_at, resolve, Harness, ResolveError};

@@ -578,11 +578,11 @@ fn the_numpy_backend_keeps_layouts_and_bits() {
     }
 }
 
-/// Every op's wire encoding end to end (router, shared_expert: their
-/// buffers, layouts and output sizes) and the package's validation of
-/// SPEC's rules: every invalid variant the validation property sends is
-/// refused. Without the package's validation, the same provider refuses
-/// nothing, and the validation property must say so.
+/// Every op's wire encoding end to end (router, shared_expert: their buffers,
+/// layouts and output sizes) and the package's validation of the ops' rules
+/// (the validation section of each page of docs/ops/): every invalid variant
+/// the validation property sends is refused. Without the package's validation,
+/// the same provider refuses nothing, and the validation property must say so.
 #[test]
 fn every_op_travels_and_invalid_cases_are_refused() {
     for op in ["router", "shared_expert", "seqwise_loss"] {

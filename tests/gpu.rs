@@ -1,7 +1,7 @@
-//! Tier B (SPEC section 6) on the CUDA subject of every op: conformance
-//! (bitwise against the profile oracle of the kernels' profile), padding,
-//! offset and stride, batch invariance, determinism and validation, over
-//! generated adversarial cases, and conformance on hand-made edge shapes.
+//! Tier B (docs/ops/README.md#properties) on the CUDA subject of every op:
+//! conformance (bitwise against the profile oracle of the kernels' profile),
+//! padding, offset and stride, batch invariance, determinism and validation,
+//! over generated adversarial cases, and conformance on hand-made edge shapes.
 //!
 //! A test binary with its own harness (`harness = false`), because libtest
 //! cannot skip at run time: where an op's CUDA subject cannot run (no GPU, no
@@ -296,12 +296,12 @@ impl<O: Harness> AppliesToOp for O {
 }
 
 // ---------------------------------------------------------------------------
-// shared_expert (SPEC section 5): the CUDA subject's kernels, profile
-// `serial`, against the profile oracle, bitwise; batch invariance,
+// shared_expert (docs/ops/shared_expert.md): the CUDA subject's kernels,
+// profile `serial`, against the profile oracle, bitwise; batch invariance,
 // determinism and offset/stride invariance on the kernels themselves. The
 // generic suite (`suite::<SharedExpert>`) runs the harness's generated cases
-// and these edge cases; the tests below add value classes at wider shapes
-// (with counts of what they reached) and the reference shapes.
+// and these edge cases; the tests below add value classes at wider shapes (with
+// counts of what they reached) and the reference shapes.
 
 mod se {
     use super::Outcome;
@@ -354,7 +354,7 @@ mod se {
         f32::from_bits(x.to_bits() & 0xffff_0000)
     }
 
-    /// The value classes of SPEC section 7 that matter here.
+    /// The value classes of docs/ops/README.md#adversarial-cases that matter here.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum Class {
         /// Signed values of a trained model's scale.

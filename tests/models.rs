@@ -26,8 +26,9 @@ const CONFORMANCE_CASES: usize = 3000;
 /// Generated cases searched for each planted bug.
 const BUG_SEARCH: usize = 5000;
 
-/// The first index where two f32 slices differ (SPEC section 2: bits, any
-/// NaN matching any NaN), with both values.
+/// The first index where two f32 slices differ
+/// (docs/ops/README.md#rules-every-profile-keeps: bits, any NaN matching any
+/// NaN), with both values.
 fn first_difference(a: &[f32], b: &[f32]) -> Option<(usize, f32, f32)> {
     if a.len() != b.len() {
         return Some((a.len().min(b.len()), f32::NAN, f32::NAN));

@@ -1,16 +1,16 @@
 //! [`AnyOrder`]: the value type that judges a subject claiming no profile
-//! (SPEC sections 2 and 5: "accuracy within a rigorous bound for an unknown
-//! reduction order"). Each op, written once over [`Num`], run on this type
-//! with its `any-order` profile (every sum [`ReductionOrder::Any`]) gives,
+//! (docs/ops/README.md#the-accuracy-bound: accuracy within a rigorous bound for
+//! an unknown reduction order). Each op, written once over [`Num`], run on this
+//! type with its `any-order` profile (every sum [`ReductionOrder::Any`]) gives,
 //! for every output, a bound that holds whatever order and association the
 //! subject sums in.
 //!
 //! # What a subject may do (the admissible evaluations)
 //!
-//! SPEC section 2's rules, with the worst order: f32, every operation
-//! rounded to nearest even, subnormals kept, transcendentals correctly
-//! rounded (see [`AnyOrder::exp`]), the association inside each formula as
-//! SPEC writes it, and
+//! The rules of docs/ops/README.md#rules-every-profile-keeps, with the worst
+//! order: f32, every operation rounded to nearest even, subnormals kept,
+//! transcendentals correctly rounded (see [`AnyOrder::exp`]), the association
+//! inside each formula as docs/ops/ writes it, and
 //! - every sum ([`ReductionOrder::Any`]) in any order and any association
 //!   (a tree of additions, +0.0 padding allowed: adding +0.0 is exact);
 //! - any product may be contracted into the addition that consumes it (an
@@ -50,12 +50,12 @@
 //!   (v_x - X)/v_y + (X/Y)(Y - v_y)/v_y, so
 //!   err = (e_x + (|x| + e_x)/(|y| - e_y) e_y) / l + u (|x| + s_x)/l + eta.
 //!   Both determined: [`crate::num::Bounded`]'s rule, spread 0.
-//! - a sum in any order of n terms (at most n - 1 roundings on any path
-//!   from a term to the result; SPEC section 2's gamma(h) with the worst
-//!   depth h = n - 1): |s^ - sum v_i| <= gamma(n-1) sum mag_i +
-//!   (n-1)(1 + gamma(n-1)) eta (the eta for additions that are FMAs), so
-//!   err = sum e_i + that; terms that are exact, determined zeros (skipped
-//!   padding rows) take part in no rounding and are not counted.
+//! - a sum in any order of n terms (at most n - 1 roundings on any path from a
+//!   term to the result; the gamma(h) of docs/ops/README.md#the-accuracy-bound
+//!   with the worst depth h = n - 1): |s^ - sum v_i| <= gamma(n-1) sum mag_i +
+//!   (n-1)(1 + gamma(n-1)) eta (the eta for additions that are FMAs), so err =
+//!   sum e_i + that; terms that are exact, determined zeros (skipped padding
+//!   rows) take part in no rounding and are not counted.
 //! - an output that some admissible evaluation may overflow
 //!   (|x| + spread > f32::MAX, or a sum whose partial sums may) has no finite
 //!   bound (`unbounded`), as a non-finite x has.
@@ -307,12 +307,12 @@ impl Num for AnyOrder {
     fn abs(&self) -> Self {
         AnyOrder { x: self.x.abs(), ..*self }
     }
-    /// exp correctly rounded, as SPEC section 2 demands of every subject
-    /// (a profile-less one included): the subject's exp of its own argument
-    /// v is fl(e^v). No error beyond that is allowed: an implementation
-    /// that is off by a few ulps (CUDA's `expf`, 2 ulps; `__expf`) is not
-    /// what the spec specifies, and allowing it would need a declared
-    /// accuracy of the subject's exp, which no subject states yet.
+    /// exp correctly rounded, as docs/ops/README.md#the-correctly-rounded-exp
+    /// demands of every subject (a profile-less one included): the subject's
+    /// exp of its own argument v is fl(e^v). No error beyond that is allowed:
+    /// an implementation that is off by a few ulps (CUDA's `expf`, 2 ulps;
+    /// `__expf`) is not what the spec specifies, and allowing it would need a
+    /// declared accuracy of the subject's exp, which no subject states yet.
     ///
     /// |e^v - e^X| <= e^(x + m) e_x with m = max(e_x, s_x) (so v, X <=
     /// x + m), and |e^v| <= e^(x + s_x): err = e^(x+m) e_x + u e^(x+s_x) + eta.

@@ -1,4 +1,5 @@
-//! Rounding to bf16 as a discrete decision (SPEC sections 2 and 5).
+//! Rounding to bf16 as a discrete decision
+//! (docs/ops/README.md#discrete-decisions, docs/ops/shared_expert.md#forward).
 //!
 //! bf16 is the upper half of an f32: 8 significant bits, f32's exponent
 //! range. Rounding is round-to-nearest-even; a value at or beyond the

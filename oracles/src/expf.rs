@@ -1,5 +1,6 @@
-//! The correctly rounded f32 exponential (SPEC section 2: transcendentals are
-//! the exactly rounded f32 of the true value), fast.
+//! The correctly rounded f32 exponential
+//! (docs/ops/README.md#the-correctly-rounded-exp: transcendentals are the
+//! exactly rounded f32 of the true value), fast.
 //!
 //! # Two paths, one answer
 //!

@@ -1,4 +1,4 @@
-//! The executable specification of bitparity's ops (shared/SPEC.md).
+//! The executable specification of bitparity's ops (docs/ops/).
 //!
 //! - [`case`]: each op's typed input, its validation and its outputs.
 //! - [`order`] and [`profile`]: numeric profiles as data (reduction orders).
@@ -32,8 +32,9 @@ pub mod profile;
 pub mod profile_oracle;
 pub mod undecided;
 
-/// Bitwise equality of two f32 results as SPEC section 2 defines it: bits must
-/// match (the sign of zero counts), except that any NaN matches any NaN.
+/// Bitwise equality of two f32 results as
+/// docs/ops/README.md#rules-every-profile-keeps defines it: bits must match
+/// (the sign of zero counts), except that any NaN matches any NaN.
 pub fn same_bits(a: f32, b: f32) -> bool {
     (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
 }

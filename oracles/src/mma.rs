@@ -1,4 +1,5 @@
-//! The tensor core's MMA step as a bit-level model (SPEC section 5).
+//! The tensor core's MMA step as a bit-level model (docs/mma.md,
+//! docs/ops/shared_expert.md#profiles).
 //!
 //! `mma.sync.m16n8k16.f32.bf16.bf16.f32` computes each of its 16 x 8
 //! outputs as one fused inner product `d = c + sum_k a_k b_k` over k = 16.

@@ -3,7 +3,8 @@
 //! Every op is written once (see [`crate::profile_oracle`]) against [`Num`].
 //! Running it on `f32` gives the profile oracle's bits; on [`Bounded`] the same
 //! bits plus a rigorous bound on their distance from the exact value (running
-//! error analysis, SPEC section 2); on [`crate::mpfr::Exact`] the exact value.
+//! error analysis, docs/ops/README.md#the-accuracy-bound); on
+//! [`crate::mpfr::Exact`] the exact value.
 
 use crate::bf16::Rounding;
 use std::cmp::Ordering;
@@ -27,8 +28,9 @@ pub trait Num: Clone + std::fmt::Debug {
     fn div(&self, y: &Self) -> Self;
     fn neg(&self) -> Self;
     fn abs(&self) -> Self;
-    /// e^x, correctly rounded where the type rounds (SPEC section 2: every
-    /// transcendental is the exactly rounded f32 of the true value).
+    /// e^x, correctly rounded where the type rounds (every transcendental is
+    /// the exactly rounded f32 of the true value:
+    /// docs/ops/README.md#the-correctly-rounded-exp).
     fn exp(&self) -> Self;
     /// Compares the value of this type (the f32 for f32 and Bounded, the exact
     /// value for Exact) with an f32 constant; `None` when the value is NaN.
@@ -133,7 +135,7 @@ impl Num for f32 {
 /// never too small. `err` is +inf when no finite bound holds (overflow, NaN, a
 /// quotient whose denominator's bound reaches zero).
 ///
-/// # Derivation (running error analysis, SPEC section 2)
+/// # Derivation (running error analysis, docs/ops/README.md#the-accuracy-bound)
 ///
 /// Write x^, y^ for the computed operands, x, y for the exact ones, e_x, e_y
 /// for their bounds, and z^ = fl(x^ op y^). IEEE round-to-nearest gives, for a

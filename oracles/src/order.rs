@@ -1,4 +1,5 @@
-//! Reduction orders (SPEC section 2): the association order of a sum, as data.
+//! Reduction orders (docs/ops/README.md#reduction-orders): the association
+//! order of a sum, as data.
 
 use crate::num::Num;
 use serde::{Deserialize, Serialize};
@@ -24,14 +25,14 @@ pub enum ReductionOrder {
     /// the same value because IEEE addition is commutative.
     Butterfly,
     /// An order that is not known: any association of the n values in any
-    /// order, each addition rounded to f32, a product possibly contracted
-    /// into the addition that consumes it (an FMA). What a subject that
-    /// claims no profile may do (SPEC sections 2 and 5: "an unknown reduction
-    /// order of depth n"). It defines no f32 value, only a bound: the value
-    /// types say what they make of it ([`Num::sum_any_order`]; the plain
-    /// types compute one admissible value, the serial one, and
-    /// [`crate::any_order::AnyOrder`] a bound that holds for every order).
-    /// No kernel can claim it: it is no shipped profile's order.
+    /// order, each addition rounded to f32, a product possibly contracted into
+    /// the addition that consumes it (an FMA). What a subject that claims no
+    /// profile may do (an unknown reduction order of depth n,
+    /// docs/ops/README.md#the-accuracy-bound). It defines no f32 value, only a
+    /// bound: the value types say what they make of it ([`Num::sum_any_order`];
+    /// the plain types compute one admissible value, the serial one, and
+    /// [`crate::any_order::AnyOrder`] a bound that holds for every order). No
+    /// kernel can claim it: it is no shipped profile's order.
     Any,
 }
 

@@ -3,9 +3,10 @@
 //! because two kinds of implementation exist and each is right by its own
 //! contract (docs/padding.md has the formulas per op):
 //!
-//! - [`PaddingRule::Skip`], bitparity's (SPEC sections 3 and 4): a padding
-//!   row is never read; it adds nothing to any sum and its gradient is +0.0,
-//!   whatever its values (NaN and Inf included).
+//! - [`PaddingRule::Skip`], bitparity's (docs/ops/seqwise_loss.md#padding-rows,
+//!   docs/ops/router.md#padding-rows): a padding row is never read; it adds
+//!   nothing to any sum and its gradient is +0.0, whatever its values (NaN and
+//!   Inf included).
 //! - [`PaddingRule::Mask`], native TorchTitan's: the padding row's per-token
 //!   terms are computed like a valid row's and multiplied by its mask, 0.0,
 //!   before the token sum; autograd then gives the row the gradient of the
@@ -30,7 +31,9 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PaddingRule {
-    /// Never read; gradient +0.0 (bitparity's rule, SPEC sections 3 and 4).
+    /// Never read; gradient +0.0 (bitparity's rule,
+    /// docs/ops/seqwise_loss.md#padding-rows and
+    /// docs/ops/router.md#padding-rows).
     #[default]
     Skip,
     /// Computed, then multiplied by the mask 0.0 (native TorchTitan's rule).

@@ -1,9 +1,9 @@
-//! `router` (SPEC section 4) judged from outside: the f32 profile oracle
-//! within its rigorous bound of the exact result, the decisions and their
-//! near ties, padding, the two profiles, and the finite-difference check of
-//! the backward, including a demonstration that it fails on wrong
-//! derivatives. Every expected value here comes from the exact oracle, from
-//! MPFR arithmetic written in this file, or from a hand derivation.
+//! `router` (docs/ops/router.md) judged from outside: the f32 profile oracle
+//! within its rigorous bound of the exact result, the decisions and their near
+//! ties, padding, the two profiles, and the finite-difference check of the
+//! backward, including a demonstration that it fails on wrong derivatives.
+//! Every expected value here comes from the exact oracle, from MPFR arithmetic
+//! written in this file, or from a hand derivation.
 
 use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::seqwise_loss::{ClampTie, EPS};
@@ -22,8 +22,8 @@ use std::time::Instant;
 mod common;
 use common::Rng;
 
-/// The shapes of SPEC section 4 (on a few tokens) and small edge shapes:
-/// (T, E, G, L, k).
+/// The shapes of docs/ops/router.md#shapes-in-practice (on a few tokens) and
+/// small edge shapes: (T, E, G, L, k).
 const SHAPES: [(usize, usize, usize, usize, usize); 7] = [
     (2, 256, 8, 4, 8), // DeepSeek-V3
     (3, 160, 8, 3, 6), // DeepSeek-V2

@@ -1,7 +1,7 @@
-//! `shared_expert` (SPEC section 5) judged from outside: the f32 profile
-//! oracle within its rigorous bound of the exact result, the bf16 roundings
-//! as decisions (near ties, contradictions), non-finite inputs, and the
-//! finite-difference check of the backward. Expected values come from the
+//! `shared_expert` (docs/ops/shared_expert.md) judged from outside: the f32
+//! profile oracle within its rigorous bound of the exact result, the bf16
+//! roundings as decisions (near ties, contradictions), non-finite inputs, and
+//! the finite-difference check of the backward. Expected values come from the
 //! exact oracle, from hand derivations or from exact rational arithmetic
 //! (Python `fractions`) written out in comments.
 
@@ -128,9 +128,9 @@ fn the_mma_profile_is_within_its_bound_and_is_not_serial() {
 
 #[test]
 fn every_row_is_the_same_alone_as_in_its_batch() {
-    // SPEC section 5's batch invariance, on the profile oracle itself:
-    // fwd(x)[t] == fwd(x[t..t+1]) bit for bit (any NaN matching any NaN),
-    // the backward likewise.
+    // Batch invariance (docs/ops/shared_expert.md#properties), on the profile
+    // oracle itself: fwd(x)[t] == fwd(x[t..t+1]) bit for bit (any NaN matching
+    // any NaN), the backward likewise.
     let p = SharedExpertProfile::serial();
     let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| oracles::same_bits(*x, *y));
     for i in 0..12 {
@@ -177,7 +177,7 @@ fn golden_case() -> SharedExpertCase {
 #[test]
 fn golden_values_from_an_independent_rational_emulation() {
     // Computed by a Python script written apart from this crate: every f32
-    // operation of SPEC section 5 (serial) carried out exactly on
+    // operation of docs/ops/shared_expert.md (serial) carried out exactly on
     // `fractions.Fraction` values and rounded to nearest even (24 bits, f32's
     // exponent range; bf16 the same with 8 bits), e^x by `decimal` at 60
     // digits, then rounded. Intermediates it printed: token 0: z = (-0.5625,
@@ -260,9 +260,10 @@ fn bf16_ties_round_to_even_in_the_profile_and_in_the_exact_oracle() {
     assert!(acc.outside.is_empty(), "{acc:?}");
     // Rounding this tie away from zero is no accuracy failure: the profile's
     // sum is exact in f32, but its bound cannot know it (u |z| per addition,
-    // SPEC section 2), so the midpoint lies within it and both neighbours
-    // are within reach (the bound of y[0] is their distance). Telling them
-    // apart is conformance's (bitwise) business. Two ulps off is outside.
+    // docs/ops/README.md#the-accuracy-bound), so the midpoint lies within it
+    // and both neighbours are within reach (the bound of y[0] is their
+    // distance). Telling them apart is conformance's (bitwise) business. Two
+    // ulps off is outside.
     let reach = fr.bounded.out.y[0].err;
     assert!((0.25..0.25 + 1e-15).contains(&reach), "{reach}");
     let away = vec![32.25, 32.5, -32.0, -32.5];
@@ -409,7 +410,7 @@ fn products_below_the_normal_range_are_rounded_before_they_are_added() {
     let fused = p2(-70).mul_add(p2(-80), p2(-70).mul_add(p2(-79), 0.0));
     assert_eq!(fused.to_bits(), 2, "what the profile must not do");
     // The exact dX[1] is 1.5 2^-149; the profile's bound covers its 2^-150
-    // (eta per product, SPEC section 2).
+    // (eta per product, docs/ops/README.md#the-accuracy-bound).
     let br = BackwardReference::<SharedExpert>::new(&c, &p).unwrap();
     let acc = br.judge(&c, &SharedExpertBackward { dx });
     assert!(acc.outside.is_empty() && acc.near_ties == 0, "{acc:?}");

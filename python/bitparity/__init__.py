@@ -34,18 +34,18 @@ still the stream: a print there breaks the handshake, and bitparity says so.)
   multiplied by the 0/1 mask, so NaN/Inf there reach the loss and -0.0 its
   gradient). bitparity judges the kernel by the rule it claims.
 - ``clamp_tie``: the side of the clamp tie n == eps on which the kernel's
-  backward lets the gradient through (SPEC section 3), when it implements
-  one side only: ``"strict"`` (gate n > eps: PyTorch >= 2.15's
-  ``clamp_min``) or ``"inclusive"`` (n >= eps: PyTorch <= 2.11's). bitparity
-  then judges it on every case under that rule (the case's ``clamp_tie``
-  field is set to it). None: the kernel follows each case's ``clamp_tie``.
-  ``clamp_tie_of_torch()`` says which rule the installed PyTorch's
-  autograd implements.
+  backward lets the gradient through (docs/ops/seqwise_loss.md#the-clamp-tie),
+  when it implements one side only: ``"strict"`` (gate n > eps: PyTorch
+  >= 2.15's ``clamp_min``) or ``"inclusive"`` (n >= eps: PyTorch <= 2.11's).
+  bitparity then judges it on every case under that rule (the case's
+  ``clamp_tie`` field is set to it). None: the kernel follows each case's
+  ``clamp_tie``. ``clamp_tie_of_torch()`` says which rule the installed
+  PyTorch's autograd implements.
 - ``backend``: how inputs are given to the functions. ``"torch"``: tensors on
   ``$BITPARITY_DEVICE`` (default ``cuda`` when available, else ``cpu``);
   ``"numpy"``: arrays; ``"python"``: plain lists and ``Strided`` views;
   ``"auto"``: torch if importable, else numpy, else python.
-- ``validate``: refuse the inputs SPEC.md calls invalid (T = 0, k outside
+- ``validate``: refuse the inputs docs/ops/ calls invalid (T = 0, k outside
   1..E, an offset above 3, a row stride below E, NaN bias...) with an
   ``invalid`` reply before the functions see them. With ``validate=False``
   the functions see every case that decodes, and must raise ``Invalid``

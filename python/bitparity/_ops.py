@@ -1,7 +1,7 @@
 """Each op's request on the wire (docs/protocol.md, one section per op): its
-validation (SPEC.md's rules, read off the header and the raw buffers), its
-decoding into the backend's arrays with the real memory layout, and the
-outputs a reply must hold."""
+validation (the rules of docs/ops/<op>.md#validation, read off the header
+and the raw buffers), its decoding into the backend's arrays with the real
+memory layout, and the outputs a reply must hold."""
 
 import math
 import struct

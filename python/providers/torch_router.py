@@ -1,4 +1,4 @@
-"""The DeepSeek-V3 router (SPEC section 4; TorchTitan's DeepSeekV3Router
+"""The DeepSeek-V3 router (docs/ops/router.md; TorchTitan's DeepSeekV3Router
 after the gate matmul) in plain PyTorch with autograd, as a bitparity subject
 claiming no profile (judged by determinism, batch invariance, padding and
 offset/stride invariance and validation).

@@ -1,24 +1,25 @@
-"""The shared-expert SwiGLU MLP (SPEC section 5) on PyTorch's GEMMs (cuBLAS
-on a GPU), as a bitparity subject. It claims no profile: cuBLAS promises no
-reduction order, so bitparity judges it by accuracy within the bound of an
-unknown summation order, by determinism, batch invariance, offset/stride
-invariance and validation; conformance is n/a.
+"""The shared-expert SwiGLU MLP (docs/ops/shared_expert.md) on PyTorch's
+GEMMs (cuBLAS on a GPU), as a bitparity subject. It claims no profile: cuBLAS
+promises no reduction order, so bitparity judges it by accuracy within the
+bound of an unknown summation order, by determinism, batch invariance,
+offset/stride invariance and validation; conformance is n/a.
 
     BITPARITY_DEVICE=cuda bitparity check --op shared_expert \\
         --subject "exec:python3 python/providers/torch_shared_expert.py"
 
 Two formulas (``BITPARITY_TORCH_MLP``):
 
-- ``spec`` (default): the op of SPEC section 5 on PyTorch's GEMMs: z = x w1^T
-  accumulated and returned in f32 (``torch.mm(..., out_dtype=torch.float32)``,
-  the bf16 GEMM with f32 output; on a PyTorch without it, an f32 GEMM of the
-  bf16 values, whose products are the same), h = bf16(silu(g) u) from f32,
-  y = bf16(h w2^T) from an f32 accumulation; the backward as SPEC writes it
-  (dh = bf16(dy w2), dz = bf16([dgate, dup]), dX = dz w1 in f32).
+- ``spec`` (default): the op of docs/ops/shared_expert.md on PyTorch's
+  GEMMs: z = x w1^T accumulated and returned in f32 (``torch.mm(...,
+  out_dtype=torch.float32)``, the bf16 GEMM with f32 output; on a PyTorch
+  without it, an f32 GEMM of the bf16 values, whose products are the same),
+  h = bf16(silu(g) u) from f32, y = bf16(h w2^T) from an f32 accumulation;
+  the backward as that page writes it (dh = bf16(dy w2), dz = bf16([dgate,
+  dup]), dX = dz w1 in f32).
 - ``native``: the MLP as PyTorch code writes it in bf16, ``F.linear(F.silu(
   x w_gate^T) * (x w_up^T), w2)``, every intermediate bf16 (cuBLAS's bf16
   GEMMs with bf16 outputs), dX by autograd, returned as f32. Its extra
-  roundings are not SPEC's op: expect accuracy failures; batch invariance and
+  roundings are not the op's: expect accuracy failures; batch invariance and
   determinism still mean what they say.
 
 The inputs are read through the case's strided views (x and dy at the

@@ -1,6 +1,7 @@
-//! The exhaustive check of the GPU's correctly rounded exponential (SPEC
-//! section 2: each transcendental's implementation "is itself checked
-//! against MPFR, exhaustively over its f32 domain on the GPU").
+//! The exhaustive check of the GPU's correctly rounded exponential
+//! (docs/ops/README.md#the-correctly-rounded-exp: each transcendental's
+//! implementation is itself checked, exhaustively over its f32 domain on the
+//! GPU, against the CPU reference, which MPFR vouches for).
 //!
 //! For every f32 bit pattern in the range (all 2^32 by default), the GPU
 //! evaluates `bp::exp_cr` (kernels/expf.cuh, through kernels/expf_check.cu)

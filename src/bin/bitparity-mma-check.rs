@@ -1,6 +1,7 @@
-//! The check of the tensor core's MMA model on the GPU (SPEC section 5:
-//! "build the MMA step of a tensor-core profile oracle from that model,
-//! confirm it on the H200 with the framework's own generators").
+//! The check of the tensor core's MMA model on the GPU: the step that the
+//! `mma16-h100` profile (docs/ops/shared_expert.md#profiles, docs/mma.md) runs,
+//! built from the published model and confirmed on the H200 with the
+//! framework's own generators.
 //!
 //! The generator's classes (`bitparity::gen::mma`) make cases of chained
 //! `mma.sync.m16n8k16` bf16 steps; the GPU runs them (kernels/mma_check.cu)

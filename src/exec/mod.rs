@@ -448,7 +448,7 @@ pub fn resolve<O: Op + Wire>(name: &str) -> Option<Result<Vec<SubjectRef<O>>, Re
     }
     if let (Some(t), false) = (hello.clamp_tie, O::HAS_CLAMP) {
         return Some(Err(ResolveError::Unknown(format!(
-            "subject {name} claims clamp_tie {}, but {} has no clamp (SPEC section 3's clamp_tie is the loss's)",
+            "subject {name} claims clamp_tie {}, but {} has no clamp (clamp_tie is the loss's: docs/ops/seqwise_loss.md#the-clamp-tie)",
             t.name(),
             O::NAME
         ))));

@@ -136,8 +136,8 @@ type Listed = (String, String, u64);
 pub struct Hello {
     pub ops: Vec<String>,
     pub profile: Option<String>,
-    /// The padding rule it claims (`"padding"`: `"skip"` or `"mask"`;
-    /// absent or null: `skip`, SPEC's).
+    /// The padding rule it claims (`"padding"`: `"skip"` or `"mask"`; absent or
+    /// null: `skip`, bitparity's own, docs/padding.md).
     pub padding: oracles::padding::PaddingRule,
     /// The clamp tie rule it implements (`"clamp_tie"`: `"strict"` or
     /// `"inclusive"`), when one only; absent or null: it follows each

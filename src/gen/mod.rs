@@ -1,7 +1,7 @@
-//! Adversarial generators, one file per op (SPEC section 7; `mma`: the
-//! inputs that check the tensor core's MMA model), and what they
-//! share: the size limits of a generated case and the fuzzer's bytes as an
-//! RNG.
+//! Adversarial generators, one file per op
+//! (docs/ops/README.md#adversarial-cases; `mma`: the inputs that check the
+//! tensor core's MMA model), and what they share: the size limits of a
+//! generated case and the fuzzer's bytes as an RNG.
 
 pub mod common;
 pub mod mma;
@@ -25,16 +25,16 @@ pub struct GenConfig {
     /// Largest T. Default 1100 (past the 1024 power of two and several
     /// 64-token chunks); `BITPARITY_MAX_T`.
     pub max_t: usize,
-    /// Tier B's real shapes instead of tier A's small ones, where an op's
-    /// tier A shapes are smaller than its real ones (shared_expert: SPEC
-    /// section 5's reference H x F, T up to `max_t`; seqwise_loss: T x E up
-    /// to 2^20, T across the forward's finalize batches, E up to 1024;
-    /// router: E up to 1024, and one case in three with T up to 2^22 / E,
-    /// past one wave of the kernels' grid). Default small;
-    /// `BITPARITY_SHAPES=reference` (or `reference-dense`: dense layouts).
-    /// Such cases are meant for the GPU-side properties (`--property
-    /// batch-invariance`, `determinism`, `offset-stride`): the MPFR oracle
-    /// and the profile oracle take minutes a case at those sizes.
+    /// Tier B's real shapes instead of tier A's small ones, where an op's tier
+    /// A shapes are smaller than its real ones (shared_expert: the H x F of
+    /// docs/ops/shared_expert.md#shapes-in-practice, T up to `max_t`;
+    /// seqwise_loss: T x E up to 2^20, T across the forward's finalize batches,
+    /// E up to 1024; router: E up to 1024, and one case in three with T up to
+    /// 2^22 / E, past one wave of the kernels' grid). Default small;
+    /// `BITPARITY_SHAPES=reference` (or `reference-dense`: dense layouts). Such
+    /// cases are meant for the GPU-side properties (`--property
+    /// batch-invariance`, `determinism`, `offset-stride`): the MPFR oracle and
+    /// the profile oracle take minutes a case at those sizes.
     pub shapes: knobs::Shapes,
 }
 

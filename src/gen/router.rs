@@ -1,4 +1,4 @@
-//! Adversarial `router` cases (SPEC sections 4 and 7).
+//! Adversarial `router` cases (docs/ops/router.md, docs/ops/README.md#adversarial-cases).
 //!
 //! A case is an adversarial routing shape (DeepSeek-V3 and V2, one group,
 //! two experts per group, every group kept, every kept expert chosen, small
@@ -35,8 +35,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::OnceLock;
 
-/// The adversarial classes of SPEC sections 4 and 7 for the router, plus the
-/// options of the case (so a report shows each was tried).
+/// The adversarial classes (docs/ops/README.md#adversarial-cases) for the
+/// router, plus the options of the case (so a report shows each was tried).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
@@ -211,9 +211,10 @@ impl fmt::Display for Class {
 // ---------------------------------------------------------------------------
 // The router's arithmetic, as far as choosing goes.
 
-/// s = 1 / (1 + exp(-x)) as the router computes it (SPEC section 4, step 1):
-/// exp correctly rounded to f32, then the add, then the division, each
-/// rounded. sigmoid(NaN) = NaN, s(-inf) = +0.0, s(+inf) = 1.
+/// s = 1 / (1 + exp(-x)) as the router computes it
+/// (docs/ops/router.md#the-sigmoid): exp correctly rounded to f32, then the
+/// add, then the division, each rounded. sigmoid(NaN) = NaN, s(-inf) = +0.0,
+/// s(+inf) = 1.
 ///
 /// The correctly rounded e^y is +inf for every y >= 89 and +0.0 for every
 /// y <= -104 (it never decreases with y; `exp_f32`'s own tests pin both
@@ -373,7 +374,7 @@ fn edges() -> &'static Edges {
     })
 }
 
-/// The router's choice in one row (SPEC section 4, steps 3-5), from u.
+/// The router's choice in one row (docs/ops/router.md#forward, steps 3-5), from u.
 struct Selection {
     /// (group, score), best first.
     groups: Vec<(usize, f32)>,
@@ -1179,8 +1180,8 @@ pub fn shrink_candidates(case: &RouterCase) -> Vec<RouterCase> {
 // ---------------------------------------------------------------------------
 // Invalid inputs.
 
-/// One invalid variant of `case` per validation rule of SPEC section 4, each
-/// named; every one must fail `validate()`.
+/// One invalid variant of `case` per validation rule of
+/// docs/ops/router.md#validation, each named; every one must fail `validate()`.
 pub fn invalid_variants(case: &RouterCase) -> Vec<(&'static str, RouterCase)> {
     let with = |f: &dyn Fn(&mut RouterCase)| {
         let mut c = case.clone();

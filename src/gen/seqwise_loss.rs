@@ -1,4 +1,4 @@
-//! Adversarial `seqwise_loss` cases (SPEC section 7).
+//! Adversarial `seqwise_loss` cases (docs/ops/README.md#adversarial-cases).
 //!
 //! A case is built row by row from a menu of row kinds (sigmoid-like, signed,
 //! subnormal, zeros, saturated, clamp ties, top-k ties, near-ties, cancelling
@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
 
-/// The adversarial classes of SPEC section 7, plus the objective and clamp
-/// tie of the case (so a report shows both were tried).
+/// The adversarial classes of docs/ops/README.md#adversarial-cases, plus the
+/// objective and clamp tie of the case (so a report shows both were tried).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {

@@ -1,4 +1,4 @@
-//! Adversarial `shared_expert` cases (SPEC sections 5 and 7).
+//! Adversarial `shared_expert` cases (docs/ops/shared_expert.md, docs/ops/README.md#adversarial-cases).
 //!
 //! A case is a small shape (tier A runs the MPFR oracle on every case: T
 //! mostly <= 8, H and F <= 16; T at the tile edges 16, 32, 64 and 128 only
@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
 
-/// The adversarial classes of SPEC sections 5 and 7 for the shared expert.
+/// The adversarial classes (docs/ops/README.md#adversarial-cases) for the shared expert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
@@ -207,7 +207,7 @@ enum Regime {
     Tail,
 }
 
-/// SPEC section 5's reference shapes (H x F), tier B's.
+/// The reference shapes (H x F) of docs/ops/shared_expert.md#shapes-in-practice, tier B's.
 pub const REFERENCE_SHAPES: [(usize, usize); 2] = [(4096, 2048), (7168, 2048)];
 /// Most elements of x (T x H) in a reference-shape case: T is cut to it.
 const REFERENCE_MAX_TH: usize = 1 << 24;
@@ -810,9 +810,9 @@ pub fn shrink_candidates(case: &SharedExpertCase) -> Vec<SharedExpertCase> {
 // ---------------------------------------------------------------------------
 // Invalid inputs.
 
-/// One invalid variant of `case` per validation rule of SPEC section 5 (and
-/// the case's own: lengths, layout, storage, bf16 values), each named;
-/// every one must fail `validate()`.
+/// One invalid variant of `case` per validation rule of
+/// docs/ops/shared_expert.md#validation (and the case's own: lengths, layout,
+/// storage, bf16 values), each named; every one must fail `validate()`.
 pub fn invalid_variants(case: &SharedExpertCase) -> Vec<(&'static str, SharedExpertCase)> {
     let with = |f: &dyn Fn(&mut SharedExpertCase)| {
         let mut c = case.clone();

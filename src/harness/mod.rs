@@ -32,7 +32,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-/// The metamorphic relations of SPEC section 6 that transform a case.
+/// The metamorphic relations of docs/ops/README.md#properties that transform a case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Metamorphic {
     /// Appended padding rows, and the case's own padding rows poisoned.
@@ -73,7 +73,7 @@ pub use crate::subject::ResolveError;
 
 /// The testing half of an op.
 pub trait Harness: Op + crate::exec::Wire {
-    /// The adversarial classes of the op's generator (SPEC section 7).
+    /// The adversarial classes of the op's generator (docs/ops/README.md#adversarial-cases).
     type Class: Copy + Ord + fmt::Display + Send + Sync + 'static;
     /// The prefix of the op's fuzz targets (`loss` for `loss_fwd`, `loss_bwd`).
     const FUZZ_PREFIX: &'static str;

@@ -41,13 +41,15 @@ impl Harness for SharedExpert {
         gen::invalid_variants(case)
     }
 
-    /// SPEC section 5 has no padding mask: every token is computed, and
+    /// shared_expert has no padding mask
+    /// (docs/ops/shared_expert.md#padding-rows): every token is computed, and
     /// there is nothing to append or poison.
     fn applies(kind: Metamorphic) -> Result<(), String> {
         match kind {
-            Metamorphic::Padding => {
-                Err("shared_expert has no padding mask (SPEC section 5): every token is computed".into())
-            }
+            Metamorphic::Padding => Err(
+                "shared_expert has no padding mask (docs/ops/shared_expert.md#padding-rows): every token is computed"
+                    .into(),
+            ),
             Metamorphic::OffsetStride | Metamorphic::BatchInvariance => Ok(()),
         }
     }
@@ -68,9 +70,9 @@ impl Harness for SharedExpert {
                 }]
             }
             Metamorphic::BatchInvariance => {
-                // Sub-batches (SPEC section 5: fwd(x)[t] == fwd(x[t..t+1])):
-                // each half, the first and the last token alone, and a
-                // middle token alone. Each sub-batch is dense.
+                // Sub-batches (docs/ops/shared_expert.md#properties: fwd(x)[t]
+                // == fwd(x[t..t+1])): each half, the first and the last token
+                // alone, and a middle token alone. Each sub-batch is dense.
                 let t = case.t;
                 if t < 2 {
                     return Vec::new();

@@ -1,26 +1,27 @@
-//! The kernel model of `router` (SPEC section 4), written as a routing
+//! The kernel model of `router` (docs/ops/router.md), written as a routing
 //! kernel is: logits read from their strided storage, a sigmoid per element,
 //! each group's two largest biased scores kept in registers in one pass, the
 //! kept groups and the experts chosen by iterative argmax, the k weights
 //! normalised with the kernel loop of the profile's order, and the backward
-//! (route part, fused `seqwise_loss` gradient, sigmoid derivative) as one
-//! loop per formula. It shares with the oracles the case, profile and output
-//! types, their validation, and `exp_f32`; nothing else (not even the
-//! seqwise model: the fused loss gradient is written again here, from the
-//! model's own sums and sign).
+//! (route part, fused `seqwise_loss` gradient, sigmoid derivative) as one loop
+//! per formula. It shares with the oracles the case, profile and output types,
+//! their validation, and `exp_f32`; nothing else (not even the seqwise model:
+//! the fused loss gradient is written again here, from the model's own sums and
+//! sign).
 //!
-//! Without a bug it follows SPEC section 4 to the letter; with a
+//! Without a bug it follows docs/ops/router.md to the letter; with a
 //! [`RouterBug`] it makes that one mistake.
 
 use super::{pick_top, sign_factor, top_two, ModelError, Scan, Strided, Sum, POISON};
 use crate::planted::RouterBug;
 use oracles::case::router::{RouterBackward, RouterCase, RouterForward};
 use oracles::case::seqwise_loss::{ClampTie, EPS};
-// The one computational leaf shared with the oracles: the correctly rounded
-// exp that SPEC section 2 requires of every implementation (kernels
-// included). It is not the oracle's formula code but a leaf verified on its
-// own, exhaustively over its f32 domain against MPFR; writing a second
-// correctly rounded exp here would only be a second copy to verify.
+// The one computational leaf shared with the oracles: the correctly rounded exp
+// that docs/ops/README.md#the-correctly-rounded-exp requires of every
+// implementation (kernels included). It is not the oracle's formula code but a
+// leaf verified on its own, exhaustively over its f32 domain against MPFR;
+// writing a second correctly rounded exp here would only be a second copy to
+// verify.
 use oracles::expf::exp_f32;
 use oracles::profile::router::RouterProfile;
 

@@ -1,5 +1,5 @@
-//! The kernel model of `seqwise_loss` (SPEC section 3), written as the CUDA
-//! kernels are: scores read from their strided storage, the top-k by
+//! The kernel model of `seqwise_loss` (docs/ops/seqwise_loss.md), written as
+//! the CUDA kernels are: scores read from their strided storage, the top-k by
 //! iterative argmax, one loop per formula, every sum the kernel loop of its
 //! profile's order ([`Sum`]). It shares with the profile oracle the case,
 //! profile and output types and their validation, nothing else.

@@ -1,11 +1,11 @@
-//! The kernel model of `shared_expert` (SPEC section 5), written as a
-//! naive CUDA kernel is: one thread per output, x and dy read from their
+//! The kernel model of `shared_expert` (docs/ops/shared_expert.md), written as
+//! a naive CUDA kernel is: one thread per output, x and dy read from their
 //! strided storage (poison in the gaps), every dot product a serial
-//! mul-then-add loop from +0.0 in ascending K, the sigmoid from the
-//! correctly rounded exp, and bf16 rounding done on the f32 bits (add
-//! 0x7fff plus the kept half's lowest bit, drop the low half), as
-//! `__float2bfloat16_rn` does. It shares with the oracles the case, profile
-//! and output types, their validation, and `exp_f32`; nothing else.
+//! mul-then-add loop from +0.0 in ascending K, the sigmoid from the correctly
+//! rounded exp, and bf16 rounding done on the f32 bits (add 0x7fff plus the
+//! kept half's lowest bit, drop the low half), as `__float2bfloat16_rn` does.
+//! It shares with the oracles the case, profile and output types, their
+//! validation, and `exp_f32`; nothing else.
 //!
 //! Under a profile naming an MMA model (`mma16-h100`) each dot product is
 //! instead a chain of the model's steps over blocks of 16 (the step is

@@ -1,6 +1,7 @@
-//! Bitwise comparisons of output groups (SPEC section 2: bits must match,
-//! the sign of zero counts, any NaN matches any NaN): whole results, and
-//! results related by a metamorphic transform.
+//! Bitwise comparisons of output groups
+//! (docs/ops/README.md#rules-every-profile-keeps: bits must match, the sign of
+//! zero counts, any NaN matches any NaN): whole results, and results related by
+//! a metamorphic transform.
 
 use crate::harness::Transform;
 use oracles::case::hexf;

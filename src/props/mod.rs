@@ -1,7 +1,7 @@
-//! The properties of SPEC section 6, written once for every op: each judges
-//! one subject on one case. What is op-specific (which outputs exist, how a
-//! case is transformed, the finite-difference check) comes from the op's
-//! [`Op`] and [`Harness`].
+//! The properties of docs/ops/README.md#properties, written once for every op:
+//! each judges one subject on one case. What is op-specific (which outputs
+//! exist, how a case is transformed, the finite-difference check) comes from
+//! the op's [`Op`] and [`Harness`].
 
 pub mod compare;
 
@@ -26,7 +26,7 @@ pub const FD_ENTRIES: usize = 16;
 /// themselves, judged in MPFR, with no subject taking part.
 pub const MPFR_SUBJECT: &str = "mpfr";
 
-/// The properties of SPEC section 6.
+/// The properties of docs/ops/README.md#properties.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Property {
@@ -144,9 +144,9 @@ pub fn applies<O: Harness>(property: Property, s: &dyn Subject<O>) -> Result<(),
         Property::Conformance if kind == SubjectKind::Oracle => {
             Err("the profile oracle itself: conformance would compare it with itself".into())
         }
-        // Accuracy and gradient judge a subject that claims no profile
-        // against the bound of every admissible evaluation (any order of
-        // every sum, SPEC sections 2 and 5): see [`accuracy`].
+        // Accuracy and gradient judge a subject that claims no profile against
+        // the bound of every admissible evaluation (any order of every sum,
+        // docs/ops/README.md#the-accuracy-bound): see [`accuracy`].
         Property::Conformance if s.profile().is_none() => Err("the subject claims no profile".into()),
         Property::OffsetStride if kind == SubjectKind::Oracle => {
             Err("the profile oracle reads the case's logical values, not a memory layout".into())

@@ -65,10 +65,10 @@ pub trait Subject<O: Op>: Send + Sync {
     /// for a subject that claims none (judged by accuracy and the
     /// metamorphic properties only).
     fn profile(&self) -> Option<O::Profile>;
-    /// The padding rule it claims (`oracles::padding`, docs/padding.md):
-    /// what its padding rows are judged by. Every built-in subject (the
-    /// oracles, the models, the planted bugs, CUDA) implements SPEC's
-    /// `skip`; an external one says in its handshake.
+    /// The padding rule it claims (`oracles::padding`, docs/padding.md): what
+    /// its padding rows are judged by. Every built-in subject (the oracles, the
+    /// models, the planted bugs, CUDA) implements bitparity's `skip`; an
+    /// external one says in its handshake.
     fn padding(&self) -> PaddingRule {
         PaddingRule::Skip
     }

@@ -1,4 +1,4 @@
-//! `router` (SPEC section 4): TorchTitan's `DeepSeekV3Router` on one
+//! `router` (docs/ops/router.md): TorchTitan's `DeepSeekV3Router` on one
 //! microbatch, after the gate matmul: sigmoid scores, an expert bias used only
 //! to choose, group-limited top-k, normalised and scaled weights; forward and
 //! backward, optionally fused with the `seqwise_loss` gradient of its own
@@ -94,8 +94,8 @@ pub enum RouterError {
 }
 
 impl RouterCase {
-    /// Checks every rule of SPEC section 4. Everything downstream may assume
-    /// a validated case.
+    /// Checks every rule of docs/ops/router.md#validation. Everything
+    /// downstream may assume a validated case.
     pub fn validate(&self) -> Result<(), RouterError> {
         let (t, e) = (self.t, self.e);
         if t == 0 {

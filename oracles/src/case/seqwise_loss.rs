@@ -1,4 +1,4 @@
-//! `seqwise_loss` (SPEC section 3): the DeepSeek-V3 microbatch-wise
+//! `seqwise_loss` (docs/ops/seqwise_loss.md): the DeepSeek-V3 microbatch-wise
 //! load-balance loss. The case, its validation and its outputs.
 
 use serde::{Deserialize, Serialize};
@@ -118,8 +118,8 @@ impl SeqwiseCase {
         }
     }
 
-    /// Checks every rule of SPEC section 3. Everything downstream may assume a
-    /// validated case.
+    /// Checks every rule of docs/ops/seqwise_loss.md#validation. Everything
+    /// downstream may assume a validated case.
     pub fn validate(&self) -> Result<(), SeqwiseError> {
         let (t, e) = (self.t, self.e);
         if t == 0 {

@@ -1,6 +1,6 @@
-//! `shared_expert` (SPEC section 5): the DeepSeek-V3 shared expert, a SwiGLU
-//! MLP on bf16 weights; forward y and backward dX (weights frozen). The case,
-//! its validation and its outputs.
+//! `shared_expert` (docs/ops/shared_expert.md): the DeepSeek-V3 shared expert,
+//! a SwiGLU MLP on bf16 weights; forward y and backward dX (weights frozen).
+//! The case, its validation and its outputs.
 //!
 //! bf16 values are kept as the f32 values they are exactly (a bf16 is the
 //! upper half of an f32): every arithmetic type reads them as inputs without
@@ -69,8 +69,9 @@ pub fn is_bf16(x: f32) -> bool {
 }
 
 impl SharedExpertCase {
-    /// Checks every rule of SPEC section 5 and bounds the storage every
-    /// buffer implies by [`MAX_STORAGE`] before anything is allocated.
+    /// Checks every rule of docs/ops/shared_expert.md#validation and bounds the
+    /// storage every buffer implies by [`MAX_STORAGE`] before anything is
+    /// allocated.
     pub fn validate(&self) -> Result<(), SharedExpertError> {
         let (t, h, f) = (self.t, self.h, self.f);
         if t == 0 {

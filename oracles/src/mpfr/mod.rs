@@ -33,12 +33,12 @@
 //! tiny bound: s for a logit of -f32::MAX settles at +0.0 like the others.
 //!
 //! Non-finite values: the ops follow IEEE where a value is infinite or NaN
-//! (SPEC: NaN propagates; a row whose denominator is exactly zero gives
-//! infinities and NaN). An infinite or NaN input is exactly itself, bound
-//! 0, and so is an IEEE result that the operands determine
-//! ([`Exact::ieee`]). An infinite bound says nothing is known: a quotient by
-//! a value whose bound reaches zero, say, is +-inf or NaN in MPFR while the
-//! real quotient may be finite.
+//! (docs/ops/*.md: NaN propagates; a row whose denominator is exactly zero
+//! gives infinities and NaN). An infinite or NaN input is exactly itself, bound
+//! 0, and so is an IEEE result that the operands determine ([`Exact::ieee`]).
+//! An infinite bound says nothing is known: a quotient by a value whose bound
+//! reaches zero, say, is +-inf or NaN in MPFR while the real quotient may be
+//! finite.
 //!
 //! p starts at 128: every product of two f32 (48 bits) is then exact, every
 //! sum of f32 inputs within a row is exact unless its terms span more than
@@ -315,9 +315,9 @@ impl Num for Exact {
         if ay <= y.err {
             return Exact::unknown(v);
         }
-        // Same propagation rule as the f32 bound (SPEC section 2), with 2^-p
-        // in place of u: |x^/y^| <= (1 + 2^-p)|z^|, formed as
-        // |z^| + 2^-p |z^|, rounded up.
+        // Same propagation rule as the f32 bound
+        // (docs/ops/README.md#the-accuracy-bound), with 2^-p in place of u:
+        // |x^/y^| <= (1 + 2^-p)|z^|, formed as |z^| + 2^-p |z^|, rounded up.
         let az = Bound::abs_up(&v);
         let z_exact = az.add_up(ulp_scale().mul_up(az));
         let num = self.err.add_up(z_exact.mul_up(y.err));
@@ -784,7 +784,7 @@ mod tests {
         assert_eq!(correctly_rounded(&z), None);
     }
 
-    /// s = 1 / (1 + e^-x), as the router computes it (SPEC section 4).
+    /// s = 1 / (1 + e^-x), as the router computes it (docs/ops/router.md#the-sigmoid).
     fn sigmoid(x: f32) -> Exact {
         let one = Exact::input(1.0);
         one.div(&one.add(&Exact::input(x).neg().exp()))
@@ -824,7 +824,7 @@ mod tests {
                 assert!(s.err <= Bound::pow2(1 - emax), "x = {x}: {:?}", s.err);
                 assert_eq!(correctly_rounded(&s).map(f32::to_bits), Some(0), "x = {x}");
             }
-            // x = -inf is exactly +0.0 (SPEC section 4), as before.
+            // x = -inf is exactly +0.0 (docs/ops/router.md#the-sigmoid), as before.
             let s = sigmoid(f32::NEG_INFINITY);
             assert!(s.v.is_zero() && s.err.is_zero());
         });

@@ -109,8 +109,8 @@ fn settles(r: &Rat, x: &Exact) -> bool {
     x.err.is_finite() && x.err.to_float() >= Rational::from(q - &v).abs()
 }
 
-/// The exact forward on `imposed` decisions (those of the profile being
-/// judged, SPEC section 2), or on the exact ones.
+/// The exact forward on `imposed` decisions (those of the profile being judged,
+/// docs/ops/README.md#discrete-decisions), or on the exact ones.
 pub fn exact_forward<O: Op>(
     case: &O::Case,
     imposed: Option<&O::Decisions>,
@@ -256,9 +256,9 @@ fn ambiguous(real: usize) -> Accuracy {
 }
 
 /// What a subject's forward is judged against: the run on `B` of a profile
-/// (`Bounded`: the profile's own value and bound; [`AnyOrder`]: the
-/// `any-order` profile, every admissible evaluation), and the exact forward
-/// on that run's decisions (SPEC section 2).
+/// (`Bounded`: the profile's own value and bound; [`AnyOrder`]: the `any-order`
+/// profile, every admissible evaluation), and the exact forward on that run's
+/// decisions (docs/ops/README.md#discrete-decisions).
 pub struct ForwardReference<O: Op, B: Bounds = Bounded> {
     pub bounded: Run<O::Fwd<B>, O::Decisions>,
     pub exact: ExactResult<O::Fwd<Exact>>,

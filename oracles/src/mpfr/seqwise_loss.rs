@@ -225,9 +225,9 @@ mod tests {
         assert!(!is_kink(&c, 0, 2, &h, &selected, false));
     }
 
-    /// |d_t| = |sum of s + 1e-20| for the loss's own map, max(sum |s|,
-    /// eps) for a provided one (SPEC section 3), exactly: the signs of the
-    /// scores count in the first and not in the second.
+    /// |d_t| = |sum of s + 1e-20| for the loss's own map, max(sum |s|, eps) for
+    /// a provided one (docs/ops/seqwise_loss.md#forward), exactly: the signs of
+    /// the scores count in the first and not in the second.
     #[test]
     fn row_denominators_follow_the_spec() {
         let f = |v: f32| Float::with_val(FD_PREC, v);

@@ -6,12 +6,11 @@
 //! # What "the derivative" is here
 //!
 //! The forward rounds h and y to bf16: as a function of x it is piecewise
-//! constant, its derivative 0 almost everywhere and undefined on the steps.
-//! The backward of SPEC section 5 is not that derivative, and is not meant
-//! to be: like every bf16 training kernel, it differentiates through the
-//! roundings as if they were the identity (a straight-through estimator),
-//! and rounds dh and dz itself for the next matmul. So the function checked
-//! is
+//! constant, its derivative 0 almost everywhere and undefined on the steps. The
+//! backward of docs/ops/shared_expert.md is not that derivative, and is not
+//! meant to be: like every bf16 training kernel, it differentiates through the
+//! roundings as if they were the identity (a straight-through estimator), and
+//! rounds dh and dz itself for the next matmul. So the function checked is
 //!
 //! ```text
 //! F(x) = sum_t sum_i dy[t][i] y[t][i],  y[t] = h[t] w2^T,

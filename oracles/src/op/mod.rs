@@ -1,5 +1,5 @@
 //! The spec half of an op: what bitparity needs to know about an op to judge
-//! any implementation of it. One implementation of [`Op`] per op of SPEC.md
+//! any implementation of it. One implementation of [`Op`] per op of docs/ops/
 //! (`seqwise_loss`, `router`, ...); everything generic (the accuracy check,
 //! Ziv's loop, the comparison of outputs) is written once against it.
 //!
@@ -32,9 +32,9 @@ pub trait Profile: Clone + Debug + PartialEq + Send + Sync + 'static {
 }
 
 /// A result with the discrete decisions taken (the clamp, the gate, a
-/// selection, a bf16 rounding) and how many rows' own decisions (on this
-/// value type's values) disagreed with the imposed ones: `decision-near-tie`
-/// (SPEC section 2).
+/// selection, a bf16 rounding) and how many rows' own decisions (on this value
+/// type's values) disagreed with the imposed ones: `decision-near-tie`
+/// (docs/ops/README.md#discrete-decisions).
 #[derive(Clone, Debug)]
 pub struct Run<T, D> {
     pub out: T,
@@ -117,7 +117,7 @@ pub type FwdRun<O, N> = Run<<O as Op>::Fwd<N>, <O as Op>::Decisions>;
 /// A backward result of op `O` on value type `N`, with its decisions.
 pub type BwdRun<O, N> = Run<<O as Op>::Bwd<N>, <O as Op>::Decisions>;
 
-/// An op of SPEC.md, as the oracles see it.
+/// An op of docs/ops/, as the oracles see it.
 pub trait Op: Sized + Send + Sync + 'static {
     /// The op's name: `--op`, `regressions/<NAME>/`, the `op` of a corpus entry.
     const NAME: &'static str;
@@ -130,9 +130,9 @@ pub trait Op: Sized + Send + Sync + 'static {
     type Bwd<N: Num>: Clone + Debug;
     type Error: std::error::Error + Clone + Send + Sync + 'static;
 
-    /// Every rule of the op's section of SPEC.md, and the memory bound of
-    /// [`crate::case::MAX_STORAGE`]: everything downstream may index freely
-    /// and allocate what a validated case implies.
+    /// Every rule of the validation section of the op's page in docs/ops/, and
+    /// the memory bound of [`crate::case::MAX_STORAGE`]: everything downstream
+    /// may index freely and allocate what a validated case implies.
     fn validate(case: &Self::Case) -> Result<(), Self::Error>;
     /// The case's named sizes (`T`, `E`, ...), for reports.
     fn dims(case: &Self::Case) -> Vec<(&'static str, usize)>;
@@ -158,20 +158,21 @@ pub trait Op: Sized + Send + Sync + 'static {
     /// claims no profile may compute. Never among [`Op::profiles`].
     fn any_order_profile() -> Self::Profile;
 
-    /// Whether the op has padding rows at all (SPEC section 5's
-    /// `shared_expert` has none: every token is computed, and both padding
-    /// rules are the same op).
+    /// Whether the op has padding rows at all (`shared_expert` has none,
+    /// docs/ops/shared_expert.md#padding-rows: every token is computed, and
+    /// both padding rules are the same op).
     const HAS_PADDING: bool = true;
 
     /// Whether the op has a clamp whose tie rule a subject can claim
-    /// (SPEC section 3's `clamp_tie`; `shared_expert` has none). True
-    /// exactly when [`Op::with_clamp_tie`] gives a case.
+    /// (`seqwise_loss`'s `clamp_tie`, docs/ops/seqwise_loss.md#the-clamp-tie;
+    /// `shared_expert` has none). True exactly when [`Op::with_clamp_tie`]
+    /// gives a case.
     const HAS_CLAMP: bool = false;
 
-    /// `case` with its clamp tie rule (SPEC section 3's `clamp_tie`, the
-    /// side of n == eps the gradient gate opens on) set to `tie`: what a
-    /// subject that implements one rule only is judged on. `None`: the op
-    /// has no clamp (`shared_expert`).
+    /// `case` with its clamp tie rule (docs/ops/seqwise_loss.md#the-clamp-tie,
+    /// the side of n == eps the gradient gate opens on) set to `tie`: what a
+    /// subject that implements one rule only is judged on. `None`: the op has
+    /// no clamp (`shared_expert`).
     fn with_clamp_tie(case: &Self::Case, tie: ClampTie) -> Option<Self::Case> {
         let _ = (case, tie);
         None
@@ -424,9 +425,9 @@ mod clamp_tie_tests {
         assert_eq!(SharedExpert::with_clamp_tie(&x, ClampTie::Strict).is_some(), SharedExpert::HAS_CLAMP);
     }
 
-    /// The sizes reports print for a case, named as SPEC names them and
-    /// written out here: T and E (and k for the unbiased top-k objective),
-    /// the router's G, L and k, the MLP's H and F.
+    /// The sizes reports print for a case, named as docs/ops/ names them and
+    /// written out here: T and E (and k for the unbiased top-k objective), the
+    /// router's G, L and k, the MLP's H and F.
     #[test]
     fn every_op_names_its_sizes_for_reports() {
         let map = SeqwiseCase::dense(1, 3, vec![0.5, 0.25, 0.25], Objective::ProvidedMap { map: vec![true; 3] });

@@ -1,4 +1,4 @@
-//! `router` (SPEC section 4) as an [`Op`].
+//! `router` (docs/ops/router.md) as an [`Op`].
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::router::{FusedLoss, RouterBackward, RouterCase, RouterError, RouterForward};

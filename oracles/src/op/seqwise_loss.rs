@@ -1,4 +1,4 @@
-//! `seqwise_loss` (SPEC section 3) as an [`Op`].
+//! `seqwise_loss` (docs/ops/seqwise_loss.md) as an [`Op`].
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::seqwise_loss::{ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};

@@ -1,4 +1,4 @@
-//! `shared_expert` (SPEC section 5) as an [`Op`].
+//! `shared_expert` (docs/ops/shared_expert.md) as an [`Op`].
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertError, SharedExpertForward};
@@ -53,7 +53,8 @@ impl Op for SharedExpert {
         SharedExpertProfile::any_order()
     }
 
-    /// SPEC section 5 has no padding mask: every token is computed.
+    /// No padding mask (docs/ops/shared_expert.md#padding-rows): every token is
+    /// computed.
     const HAS_PADDING: bool = false;
 
     /// No padding rows: both padding rules are this one op.
@@ -75,7 +76,8 @@ impl Op for SharedExpert {
         oracle::backward_on(case, profile, imposed)
     }
 
-    /// y, T x H: row t depends on token t alone (SPEC's batch invariance).
+    /// y, T x H: row t depends on token t alone (batch invariance,
+    /// docs/ops/shared_expert.md#properties).
     fn fwd_groups<'a, N: Num>(case: &SharedExpertCase, f: &'a SharedExpertForward<N>) -> Vec<Group<'a, N>> {
         vec![Group { name: "y", rows: Rows::PerToken { local: true }, cols: case.h, values: Values::Real(&f.y) }]
     }

@@ -1,15 +1,17 @@
 //! Profiles of `shared_expert`: the order of each of its four dot products.
 //!
-//! Every product is rounded on its own before it is added (no contraction):
-//! a bf16 x bf16 product is exact in f32 unless it falls below 2^-126, where
-//! an FMA would differ (SPEC section 5). A fused kernel declares a profile
-//! of its own (`serial-fma`), which this type does not describe yet.
+//! Every product is rounded on its own before it is added (no contraction): a
+//! bf16 x bf16 product is exact in f32 unless it falls below 2^-126, where an
+//! FMA would differ (docs/ops/shared_expert.md#forward). A fused kernel
+//! declares a profile of its own (`serial-fma`), which this type does not
+//! describe yet.
 
 use crate::order::ReductionOrder::{self, Serial};
 use serde::{Deserialize, Serialize};
 
 /// What the seed (RL-Kernel's strict providers) calls the `serial` profile:
-/// split-K 1, serial ascending K, mul then add, no workspace (SPEC section 5).
+/// split-K 1, serial ascending K, mul then add, no workspace
+/// (docs/ops/shared_expert.md#profiles).
 pub const SEED_SERIAL: &str = "oracle-fp32-serial-v1";
 
 /// The order of every sum `shared_expert` performs. Each is a dot product
@@ -38,20 +40,21 @@ pub struct SharedExpertProfile {
 }
 
 impl SharedExpertProfile {
-    /// SPEC section 5's `serial` (the seed's `oracle-fp32-serial-v1`): every
-    /// dot product serial ascending over its inner index, split-K 1, mul then
-    /// add; dX one chain over all 2F.
+    /// `serial` (docs/ops/shared_expert.md#profiles; the seed's
+    /// `oracle-fp32-serial-v1`): every dot product serial ascending over its
+    /// inner index, split-K 1, mul then add; dX one chain over all 2F.
     pub fn serial() -> Self {
         SharedExpertProfile { name: "serial".into(), z: Serial, y: Serial, dh: Serial, dx: Serial, mma: None }
     }
 
     /// A kernel on the tensor cores with a fixed K tiling and no split-K
-    /// (SPEC section 5): every dot product a chain of `mma.m16n8k16` steps in
-    /// ascending K on the H100's model ([`crate::mma::H100_BF16`]); the
-    /// element-wise steps as in `serial`. Claimed by the tensor-core kernels
-    /// (`kernels/shared_expert_tc.cu`). The model is open for steps whose
-    /// result falls below 2^-126 (docs/mma.md): the outputs they flow into
-    /// are undecided ([`crate::undecided`]), counted apart by conformance.
+    /// (docs/ops/shared_expert.md#profiles): every dot product a chain of
+    /// `mma.m16n8k16` steps in ascending K on the H100's model
+    /// ([`crate::mma::H100_BF16`]); the element-wise steps as in `serial`.
+    /// Claimed by the tensor-core kernels (`kernels/shared_expert_tc.cu`). The
+    /// model is open for steps whose result falls below 2^-126 (docs/mma.md):
+    /// the outputs they flow into are undecided ([`crate::undecided`]), counted
+    /// apart by conformance.
     pub fn mma_h100() -> Self {
         SharedExpertProfile {
             name: "mma16-h100".into(),

@@ -1,4 +1,4 @@
-//! `router` forward and backward, exactly as SPEC section 4 associates each
+//! `router` forward and backward, exactly as docs/ops/router.md associates each
 //! formula, with every sum in the order its profile names. Written once over
 //! [`Num`]: on `f32` the profile oracle's bits, on [`crate::num::Bounded`]
 //! their rigorous bound, on [`crate::mpfr::Exact`] the exact values.
@@ -17,8 +17,8 @@ use crate::profile::router::RouterProfile;
 use std::cmp::Ordering;
 
 /// The discrete decisions of `router`, per token: what the profile decided on
-/// its computed values, and what the exact oracle is made to take (SPEC
-/// section 2).
+/// its computed values, and what the exact oracle is made to take
+/// (docs/ops/README.md#discrete-decisions).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouterDecisions {
     /// T x k: each token's chosen experts, ascending (the group choice is
@@ -61,10 +61,10 @@ fn check_decisions(case: &RouterCase, imposed: Option<&RouterDecisions>, backwar
     }
 }
 
-/// The selection order of SPEC section 4, for groups and experts alike:
-/// NaN above every number (NaNs among themselves by lower index), then the
-/// larger value first, equal values (-0.0 == +0.0) to the lower index.
-/// A total order, so sorting by it never panics.
+/// The selection order (docs/ops/router.md#selection-order), for groups and
+/// experts alike: NaN above every number (NaNs among themselves by lower
+/// index), then the larger value first, equal values (-0.0 == +0.0) to the
+/// lower index. A total order, so sorting by it never panics.
 fn selection_order<N: Num>(a: (usize, &N), b: (usize, &N)) -> Ordering {
     let is_nan = |x: &N| x.cmp_num(x).is_none();
     match (is_nan(a.1), is_nan(b.1)) {

@@ -1,5 +1,5 @@
-//! `seqwise_loss` forward and backward, exactly as SPEC section 3 associates
-//! each formula, with every sum in the order its profile names.
+//! `seqwise_loss` forward and backward, exactly as docs/ops/seqwise_loss.md
+//! associates each formula, with every sum in the order its profile names.
 
 use crate::case::seqwise_loss::{
     ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward, EPS, EPS2,

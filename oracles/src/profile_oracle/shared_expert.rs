@@ -1,8 +1,8 @@
-//! `shared_expert` forward and backward, exactly as SPEC section 5 associates
-//! each formula, with every dot product in the order its profile names.
-//! Written once over [`Num`]: on `f32` the profile oracle's bits, on
-//! [`crate::num::Bounded`] their rigorous bound, on [`crate::mpfr::Exact`]
-//! the exact values, on [`crate::mpfr::rational::Rat`] exact rationals.
+//! `shared_expert` forward and backward, exactly as docs/ops/shared_expert.md
+//! associates each formula, with every dot product in the order its profile
+//! names. Written once over [`Num`]: on `f32` the profile oracle's bits, on
+//! [`crate::num::Bounded`] their rigorous bound, on [`crate::mpfr::Exact`] the
+//! exact values, on [`crate::mpfr::rational::Rat`] exact rationals.
 //!
 //! # The bf16 roundings are decisions
 //!
@@ -12,12 +12,12 @@
 //! vouches for it (its whole interval rounds there). The exact oracle, given
 //! those decisions:
 //!
-//! - takes the profile's h, dh and dz (they feed later sums: everything
-//!   after them is then judged on the same inputs, SPEC section 2), and
-//!   compares its own rounding of the exact value with each: where they
-//!   differ, the row counts as a `decision-near-tie` when either side's
-//!   rounding was uncertain, and as a contradiction ([`Run::contradicted`],
-//!   a failure) when both were certain;
+//! - takes the profile's h, dh and dz (they feed later sums: everything after
+//!   them is then judged on the same inputs,
+//!   docs/ops/README.md#discrete-decisions), and compares its own rounding of
+//!   the exact value with each: where they differ, the row counts as a
+//!   `decision-near-tie` when either side's rounding was uncertain, and as a
+//!   contradiction ([`Run::contradicted`], a failure) when both were certain;
 //! - rounds the output y itself (the exact value's own rounding), which the
 //!   accuracy check compares with the profile's: equal where the profile's
 //!   bound puts the exact value on one side of every rounding boundary (the
@@ -186,7 +186,7 @@ fn own_decision<N: Num>(r: &Rounding<N>) -> Bf16Decision {
 }
 
 /// s = 1 / (1 + exp(-x)): exp correctly rounded, then the add, then the
-/// division, each rounded (SPEC section 4).
+/// division, each rounded (docs/ops/router.md#the-sigmoid).
 fn sigmoid<N: Num>(x: &N) -> N {
     let one = N::input(1.0);
     one.div(&one.add(&x.neg().exp()))

@@ -1,7 +1,7 @@
 """Any op's outputs as zeros of the right sizes (`zeros.py OP`): judges the
-wire encoding of every op and the package's validation of SPEC's rules (the
-validation property sends every invalid variant: each must be refused), not
-a kernel. Also the round-trip benchmark's provider for router and
+wire encoding of every op and the package's validation of the ops' rules
+(docs/ops/<op>.md#validation; the validation property sends every invalid
+variant: each must be refused), not a kernel. Also the round-trip benchmark's provider for router and
 shared_expert."""
 import sys
 

@@ -1,8 +1,9 @@
 //! bf16 GEMMs through cuBLASLt with one algorithm pinned for every T: the
 //! engine of the `cublaslt-pinned` subject of `shared_expert`
-//! ([`super::shared_expert_cublas`]). It answers the question SPEC section
-//! 5 leaves to cuBLAS: is a cuBLAS kernel batch-invariant once the choice of
-//! kernel, tile and split-K no longer depends on the batch?
+//! ([`super::shared_expert_cublas`]). It answers the question
+//! docs/ops/shared_expert.md leaves to cuBLAS: is a cuBLAS kernel
+//! batch-invariant once the choice of kernel, tile and split-K no longer
+//! depends on the batch?
 //!
 //! For each GEMM role (the same transposes, types, m and k, and the
 //! operands' alignment class), the algorithm is chosen once, at a

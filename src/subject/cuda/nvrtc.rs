@@ -40,10 +40,11 @@ impl fmt::Display for CompileError {
     }
 }
 
-/// NVRTC options that keep every profile's rules (SPEC section 2): no FMA
-/// contraction, IEEE division and square root, subnormals kept. `arch` is a
-/// real architecture (`sm_90`), so NVRTC emits machine code for it (CUBIN)
-/// and no JIT stands between these options and the GPU.
+/// NVRTC options that keep every profile's rules
+/// (docs/ops/README.md#rules-every-profile-keeps): no FMA contraction, IEEE
+/// division and square root, subnormals kept. `arch` is a real architecture
+/// (`sm_90`), so NVRTC emits machine code for it (CUBIN) and no JIT stands
+/// between these options and the GPU.
 pub fn options(arch: &str) -> Vec<String> {
     vec![
         format!("--gpu-architecture={arch}"),

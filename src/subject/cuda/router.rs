@@ -1,4 +1,4 @@
-//! The CUDA subject of `router` (SPEC section 4): `kernels/router.cu`,
+//! The CUDA subject of `router` (docs/ops/router.md): `kernels/router.cu`,
 //! compiled at run time by NVRTC ([`super::nvrtc`]) on first use and run
 //! through cudarc's driver API on the process's one [`Device`], profile
 //! `warp32` ([`RouterProfile::gpu`]).
@@ -63,16 +63,16 @@ pub struct Plan {
     pub bwd_shared: usize,
 }
 
-/// Validates `case` (SPEC section 4: [`RouterCase::validate`]) and decides
-/// whether the kernels take it: `Invalid` for an invalid case,
-/// `Unavailable` (with the reason) for a valid one beyond the kernels'
-/// limits. Needs no GPU.
+/// Validates `case` (docs/ops/router.md#validation: [`RouterCase::validate`])
+/// and decides whether the kernels take it: `Invalid` for an invalid case,
+/// `Unavailable` (with the reason) for a valid one beyond the kernels' limits.
+/// Needs no GPU.
 ///
-/// Limits: E <= 1024, because a token's E values live in the registers of
-/// one warp (32 lanes x at most 32 values); and every size the kernels take
-/// as an i32 (T, E, k, G, L, the offset, T x E, T x k) within i32, the row
-/// stride within i64. Every G (up to E/2), L and k (up to E) that the SPEC
-/// allows is supported.
+/// Limits: E <= 1024, because a token's E values live in the registers of one
+/// warp (32 lanes x at most 32 values); and every size the kernels take as an
+/// i32 (T, E, k, G, L, the offset, T x E, T x k) within i32, the row stride
+/// within i64. Every G (up to E/2), L and k (up to E) that the op allows is
+/// supported.
 pub fn plan(case: &RouterCase) -> Result<Plan, SubjectError> {
     case.validate().map_err(invalid)?;
     let (t, e) = (case.t, case.e);
@@ -310,14 +310,14 @@ impl DeviceRouterCase {
         // (RouterCase::storage) and the kernel reads only the E values of each
         // row; bias holds E, padding T; ids and weights T*k, map, scores T*E,
         // counts E (zeroed just before, on the same stream). The case passed
-        // `plan`: E <= 1024 with V = LANE_WIDTHS[v_index] >= E/32, the SPEC's
+        // `plan`: E <= 1024 with V = LANE_WIDTHS[v_index] >= E/32, the op's
         // shape rules (G | E, E/G >= 2, L <= G, k <= L*E/G) that the kernel
         // relies on, and every size in i32. The dynamic shared memory is the
         // kernel's contract (fwd_shared_bytes), within the limit raised at
-        // load. map starts 256-byte aligned (a whole allocation past a
-        // guard zone of GUARD_BYTES), as the kernel's 16-byte map stores
-        // need. Every buffer is
-        // owned by self and outlives the launch (frees are stream-ordered).
+        // load. map starts 256-byte aligned (a whole allocation past a guard
+        // zone of GUARD_BYTES), as the kernel's 16-byte map stores need. Every
+        // buffer is owned by self and outlives the launch (frees are
+        // stream-ordered).
         unsafe { b.launch(Self::cfg(self.fwd_grid, THREADS, self.plan.fwd_shared)) }
             .map_err(dev_err("router_fwd launch"))?;
         self.forward_enqueued = true;
@@ -500,13 +500,13 @@ mod tests {
     }
 }
 
-/// A lane-by-lane model of router.cu's selection (select_topk, keep_groups,
-/// the j-major emit order), checked against a direct reading of SPEC section
-/// 4 on values full of ties, NaNs, signed zeros and overflowing group sums.
-/// It checks the algorithm (the candidate superset, the slot order, the
-/// threshold descent, the P-lane top-2 split and its rotation, the key
-/// inverse in the group score), not the CUDA text: conformance on the GPU
-/// checks that.
+/// A lane-by-lane model of router.cu's selection (select_topk, keep_groups, the
+/// j-major emit order), checked against a direct reading of
+/// docs/ops/router.md#selection-order on values full of ties, NaNs, signed
+/// zeros and overflowing group sums. It checks the algorithm (the candidate
+/// superset, the slot order, the threshold descent, the P-lane top-2 split and
+/// its rotation, the key inverse in the group score), not the CUDA text:
+/// conformance on the GPU checks that.
 #[cfg(test)]
 mod warp_model {
     use super::GROUP_SHIFT;
@@ -679,8 +679,8 @@ mod warp_model {
         (ids, path)
     }
 
-    /// The selection order of SPEC section 4: larger first, NaN above every
-    /// number, equal values (and NaNs, and +-0) by lower index.
+    /// The selection order of docs/ops/router.md#selection-order: larger first,
+    /// NaN above every number, equal values (and NaNs, and +-0) by lower index.
     fn before(x: f32, i: usize, y: f32, j: usize) -> Ordering {
         let by_value = match (x.is_nan(), y.is_nan()) {
             (true, true) => Ordering::Equal,

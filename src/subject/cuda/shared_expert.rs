@@ -1,5 +1,5 @@
-//! The CUDA subjects of `shared_expert` (SPEC section 5), one per kernel
-//! source, compiled at run time by NVRTC on first use and run on the
+//! The CUDA subjects of `shared_expert` (docs/ops/shared_expert.md), one per
+//! kernel source, compiled at run time by NVRTC on first use and run on the
 //! process's one [`Device`] ([`Variant`]):
 //! - `cuda`: `kernels/shared_expert.cu`, profile `serial` (every dot product
 //!   serial ascending, mul then add each rounded), register-tiled SIMT GEMMs

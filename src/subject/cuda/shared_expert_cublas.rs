@@ -1,19 +1,19 @@
-//! cuBLAS as a subject of `shared_expert` (SPEC section 5: "cuBLAS (cudarc's
-//! cublas), as PyTorch runs it"), four ways ([`Variant`]): `--subject
-//! cublas` and `--subject cublas-fp32-reduction`, PyTorch's two math modes,
-//! and `--subject cublaslt-pinned` / `cublaslt-pinned-aligned`, cuBLASLt
-//! with one algorithm without split-K pinned for every T
-//! ([`super::cublaslt`]).
+//! cuBLAS as a subject of `shared_expert` (docs/ops/shared_expert.md#profiles:
+//! cuBLAS through cudarc, as PyTorch runs it, claiming no profile), four ways
+//! ([`Variant`]): `--subject cublas` and `--subject cublas-fp32-reduction`,
+//! PyTorch's two math modes, and `--subject cublaslt-pinned` /
+//! `cublaslt-pinned-aligned`, cuBLASLt with one algorithm without split-K
+//! pinned for every T ([`super::cublaslt`]).
 //!
-//! The four GEMMs of the first two are `cublasGemmEx` calls as PyTorch's
-//! bf16 `matmul` makes them: bf16 operands, `CUBLAS_COMPUTE_32F`,
-//! `CUBLAS_GEMM_DEFAULT`, cuBLAS's own choice of algorithm for each shape,
-//! and the math mode of the variant. y and dh come out as bf16 (PyTorch's
-//! output type, rounded by the library); z and dX as f32, since SPEC's z is
-//! the unrounded f32 product and dX is returned unrounded. Between the
-//! GEMMs, `kernels/shared_expert_cublas.cu` computes SPEC's SwiGLU
-//! epilogues elementwise, so a subject differs from the profile oracle only
-//! in what the library does.
+//! The four GEMMs of the first two are `cublasGemmEx` calls as PyTorch's bf16
+//! `matmul` makes them: bf16 operands, `CUBLAS_COMPUTE_32F`,
+//! `CUBLAS_GEMM_DEFAULT`, cuBLAS's own choice of algorithm for each shape, and
+//! the math mode of the variant. y and dh come out as bf16 (PyTorch's output
+//! type, rounded by the library); z and dX as f32, since the op's z is the
+//! unrounded f32 product and dX is returned unrounded. Between the GEMMs,
+//! `kernels/shared_expert_cublas.cu` computes the op's SwiGLU epilogues
+//! elementwise, so a subject differs from the profile oracle only in what the
+//! library does.
 //!
 //! They claim no profile: judged by accuracy within the bound of every
 //! summation order (`oracles::any_order`), by determinism, offset/stride and
@@ -476,7 +476,7 @@ impl Subject<SharedExpert> for CublasSharedExpert {
         self.variant.name().into()
     }
 
-    /// None: cuBLAS's summation order is its own (SPEC section 5).
+    /// None: cuBLAS's summation order is its own (docs/ops/shared_expert.md#profiles).
     fn profile(&self) -> Option<SharedExpertProfile> {
         None
     }
