@@ -1,7 +1,7 @@
 """The shared-expert SwiGLU MLP (SPEC section 5) on PyTorch's GEMMs (cuBLAS
 on a GPU), as a bitparity subject. It claims no profile: cuBLAS promises no
-reduction order, so bitparity judges it by accuracy within the bound of an
-unknown summation order, by determinism, batch invariance, offset/stride
+reduction order, so bitparity judges it by accuracy and gradient within the
+bound of an unknown summation order, by determinism, batch invariance, offset/stride
 invariance and validation; conformance is n/a.
 
     BITPARITY_DEVICE=cuda bitparity check --op shared_expert \\
