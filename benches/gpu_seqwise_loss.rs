@@ -1,5 +1,5 @@
 //! GPU timing of the seqwise_loss kernels (CUDA events, medians of many
-//! runs) at the shapes of issue 3, forward, backward and both, each two ways:
+//! runs) at the shapes of `SHAPES`, forward, backward and both, each two ways:
 //! launched one by one (eager) and replayed from a CUDA graph (as a training
 //! step runs them, so launch latency is compared fairly with PyTorch under
 //! CUDA graphs), with the measured copy bandwidth for the memory floor.

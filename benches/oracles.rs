@@ -1,5 +1,5 @@
-//! Criterion benches of both oracles, forward and backward, at the shapes of
-//! issue 2: T x E in {33 x 129, 4096 x 256, 8193 x 64}, UnbiasedTopK k = 8,
+//! Criterion benches of both oracles, forward and backward, at three shapes:
+//! T x E in {33 x 129, 4096 x 256, 8193 x 64}, UnbiasedTopK k = 8,
 //! sigmoid-like scores. The profile oracle runs the GPU profile in plain f32;
 //! the MPFR oracle is the exact result (with Ziv's rounding check) on the
 //! profile's decisions, which is what every accuracy judgement costs.

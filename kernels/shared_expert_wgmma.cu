@@ -209,8 +209,8 @@ struct Shape {
     static_assert((BM == 128 && BN == 256) || (BM == 64 && (BN == 128 || BN == 64)), "a tile the entry points take");
     // Warpgroups in the main loop: both, or (the 64 x 64 tiles) warpgroup
     // 0 alone, with m64n64k16 steps: two m64n32k16 chains would read A
-    // twice (run 63: dh at T = 16 0.022 ms against 0.027); warpgroup 1 then
-    // joins only the epilogue.
+    // twice (measured on the H200: dh at T = 16 0.022 ms against 0.027);
+    // warpgroup 1 then joins only the epilogue.
     static constexpr int MMA_WGS = BN == 64 ? 1 : 2;
     static constexpr int WG_M0 = BM == 128 ? 64 : 0;
     static constexpr int WG_N0 = BM == 128 || MMA_WGS == 1 ? 0 : BN / 2;
@@ -220,12 +220,12 @@ struct Shape {
     static constexpr int A_BYTES = BM * 128;
     static constexpr int STAGE_BYTES = (BM + BN) * 128;
     // 192 KiB of stages: 4 of the large tiles', 8 of the 64 x 128 ones';
-    // 128 KiB, 8 stages, of the 64 x 64 ones (run 57: dh at T = 256 0.026
-    // to 0.028 ms with 8, 0.029 to 0.032 with 12).
+    // 128 KiB, 8 stages, of the 64 x 64 ones (measured: dh at T = 256
+    // 0.026 to 0.028 ms with 8, 0.029 to 0.032 with 12).
     static constexpr int STAGES = (BN == 64 ? 128 : 192) * 1024 / STAGE_BYTES;
     // Stages of B the copier requests before it waits for the kernel
-    // before (run 63: T = 256 f+b 0.079 ms with 1 or 2, 0.080 with none;
-    // run 62: 0.085 with all 8, A's first box then queued behind them).
+    // before (measured: T = 256 f+b 0.079 ms with 1 or 2, 0.080 with none,
+    // 0.085 with all 8, A's first box then queued behind them).
     static constexpr int EARLY_STAGES = STAGES < 2 ? STAGES : 2;
     // After the stages, where MMA_WGS = 1: two buffers (tiles in turn) of
     // the tile's dh, bf16 in pairs, rows of XCHG_ROW words (36: the stores
@@ -265,7 +265,7 @@ __device__ __forceinline__ void bar_wait(unsigned long long* b, unsigned parity)
 
 // Programmatic dependent launch (src/subject/cuda/launch.rs): the subject
 // launches each of these kernels so that it may start while the kernel
-// before it in the stream runs (run 62: T = 256 f+b 0.080 ms against
+// before it in the stream runs (measured: T = 256 f+b 0.080 ms against
 // 0.082). launch_dependents lets the next kernel's blocks start (on
 // multiprocessors this grid leaves free, then on those its blocks leave);
 // wait returns once the kernel before has completed and its writes are
@@ -534,8 +534,8 @@ __device__ __forceinline__ int out_col(int i, int e) {
 // The epilogues store two adjacent outputs (columns n, n + 1, n even from
 // the tile's first) as one word where the row length is even and the
 // buffer aligned, so every pair is: half the store instructions, and each
-// warp's stores fill whole 32-byte sectors (run 43: the gate/up, down and dX
-// kernels 12 to 18 % faster). Otherwise one output a store.
+// warp's stores fill whole 32-byte sectors (measured: the gate/up, down and
+// dX kernels 12 to 18 % faster). Otherwise one output a store.
 __device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
     return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
 }
@@ -550,7 +550,7 @@ __device__ __forceinline__ void gate_up_tile(int m0, int j0, const float (&acc)[
     // Unrolled (about 95 KiB of code a store path), unlike the dz
     // epilogue: a loop would index the f32 accumulators at run time from
     // local memory, 512 bytes a thread, and took 0.174 ms against 0.144
-    // (run 41).
+    // (measured at T = 2048).
 #pragma unroll
     for (int i = 0; i < Shape<BM, BN>::ACC / 4; ++i) {
         if (i & 4) continue;
@@ -734,8 +734,8 @@ __device__ __forceinline__ void gemm_kn_dz_acc(const bf16_t* __restrict__ a, lon
     tiles_mma<B_KN, BM, BN>(a, a_ld, M, b, (long long)N, N, K, ta, tb, tma, [&](int m0, int n0, float(&acc)[ACC]) {
         // The epilogue is a loop, not unrolled: unrolled, it inlined a
         // sigmoid per accumulator, 213 KiB of code that the instruction
-        // caches could not hold (run 40: warps waited for an instruction 30 %
-        // of their cycles; as a loop, 46 KiB, the kernel took 0.106 ms, not
+        // caches could not hold (warps waited for an instruction 30 % of
+        // their cycles; as a loop, 46 KiB, the kernel took 0.106 ms, not
         // 0.131). The loop indexes dh at run time, so dh goes, rounded to
         // bf16 two to a word, into an array in local memory: the
         // accumulators themselves stay registers.
@@ -744,8 +744,8 @@ __device__ __forceinline__ void gemm_kn_dz_acc(const bf16_t* __restrict__ a, lon
         for (int k = 0; k < ACC / 2; ++k) dh[k] = pack2(swiglu::bf16_rne(acc[2 * k]), swiglu::bf16_rne(acc[2 * k + 1]));
         // G outputs a turn (accumulator columns i0 .. i0 + G / 4 - 1), their
         // z values loaded (in pairs, as the stores: `vec`) before any of
-        // their stores, all in flight together (run 43: 16 made the kernel 4
-        // % faster than 8).
+        // their stores, all in flight together (16 made the kernel 4 %
+        // faster than 8).
         constexpr int G = 16;
         const bool vec = N % 2 == 0 && aligned_to(z, 8) && aligned_to(dz, 4);
 #pragma unroll 1

@@ -1,5 +1,5 @@
-//! `--html PATH`: a run's summary as one self-contained page (README, "HTML
-//! report"): the table, the plan, the skipped suites, every failure with
+//! `--html PATH`: a run's summary as one self-contained page (docs/cli.md,
+//! "JSON, Markdown and HTML reports"): the table, the plan, the skipped suites, every failure with
 //! its shrunk case, differing bits and reproduce commands, and charts of
 //! what the run covered (classes, shapes) and of how close each output came
 //! to its bound.

@@ -101,7 +101,7 @@ pub fn check_environment() -> Result<(), String> {
         let k = k.to_string_lossy();
         if k.starts_with("BITPARITY_") && !ALL.contains(&k.as_ref()) && !SCRIPTS.contains(&k.as_ref()) {
             return Err(format!(
-                "{k} is not a bitparity knob (known: {}; README, \"Environment knobs\")",
+                "{k} is not a bitparity knob (known: {}; docs/cli.md, \"Environment knobs\")",
                 ALL.join(", ")
             ));
         }

@@ -1,6 +1,6 @@
 //! The `bitparity` command line.
 //!
-//! Exit codes (README, "Exit codes"): 0 every judged case passed; 1 a
+//! Exit codes (docs/cli.md, "Exit codes"): 0 every judged case passed; 1 a
 //! property failed (or a corpus entry did not replay as it must); 2 a usage
 //! or input error; 3 nothing was judged, or a subject named on the command
 //! line could not run here; 130 interrupted (SIGINT or SIGTERM) with no failure.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// How a run ended; each verdict has its exit code (README, "Exit codes").
+/// How a run ended; each verdict has its exit code (docs/cli.md, "Exit codes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
@@ -449,8 +449,9 @@ pub struct JsonGenerator {
     pub max_e: usize,
 }
 
-/// The JSON summary (`--json`; README, "Reading the table"), which `merge`
-/// reads back: strict, so that a file of another kind is refused.
+/// The JSON summary (`--json`; docs/cli.md, "JSON, Markdown and HTML
+/// reports"), which `merge` reads back: strict, so that a file of another
+/// kind is refused.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JsonReport {
@@ -529,7 +530,7 @@ impl JsonReport {
     }
 }
 
-/// The same summary as JSON (README, "Reading the table").
+/// The same summary as JSON (docs/cli.md, "JSON, Markdown and HTML reports").
 pub fn to_json(run: &RunReport) -> String {
     serde_json::to_string_pretty(&JsonReport::of(run)).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")) + "\n"
 }

@@ -761,7 +761,7 @@ fn the_table_is_readable_whatever_the_values() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-// ---------------------------------------------------------------- hostile probes (2026-11-30)
+// ---------------------------------------------------------------- hostile probes (fail closed)
 
 /// A FIFO named like an entry in an op's folder is reported, never opened:
 /// opening it waits for a writer for ever (replay hung on it, and so did a

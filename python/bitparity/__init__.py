@@ -4,9 +4,10 @@
 Python) a subject of ``bitparity check --subject "exec:python3 my_kernel.py"``:
 bitparity sends it adversarial cases over stdin/stdout (the protocol of
 ``docs/protocol.md``) and judges its outputs with every property it has
-(conformance to a claimed profile, determinism, offset/stride and padding
-invariance, batch invariance, validation), shrinks every failure and saves it
-to its regression corpus.
+(accuracy and gradient against the exact result, conformance to a claimed
+profile, determinism, offset/stride and padding invariance, batch
+invariance, validation), shrinks every failure and saves it to its
+regression corpus.
 
     import bitparity
 
@@ -26,8 +27,13 @@ subject crashes. (Before ``serve`` is called, at import time say, stdout is
 still the stream: a print there breaks the handshake, and bitparity says so.)
 
 - ``profile``: the name of the numeric profile whose bits the kernel claims
-  (``"serial"``, ...), or None (it claims none: judged by the metamorphic
-  properties, determinism and validation; conformance is n/a).
+  (``"serial"``, ...), or None. A kernel that claims a profile is held to
+  its bits (conformance) and to its rigorous error bound (accuracy,
+  gradient). One that claims none gets conformance n/a, and accuracy and
+  gradient hold every output to the exact (MPFR) result within a bound
+  valid for any reduction order (every sum in any order and association,
+  products possibly contracted into FMAs); the metamorphic properties,
+  determinism and validation judge it as any other.
 - ``padding``: the padding rule the kernel implements (docs/padding.md):
   ``"skip"`` (bitparity's: a padding row is never read, its gradient +0.0)
   or ``"mask"`` (native TorchTitan's: the row's terms are computed and

@@ -1,7 +1,9 @@
 """The DeepSeek-V3 router (docs/ops/router.md; TorchTitan's DeepSeekV3Router
 after the gate matmul) in plain PyTorch with autograd, as a bitparity subject
-claiming no profile (judged by determinism, batch invariance, padding and
-offset/stride invariance and validation).
+claiming no profile: accuracy and gradient hold it to the exact result within
+a bound valid for any reduction order; determinism, batch invariance, padding
+and offset/stride invariance and validation judge it bit for bit;
+conformance is n/a.
 
     BITPARITY_DEVICE=cuda bitparity check --op router \\
         --subject "exec:python3 python/providers/torch_router.py"

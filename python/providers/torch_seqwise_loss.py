@@ -1,7 +1,8 @@
 """seqwise_loss as TorchTitan writes it for DeepSeek-V3, in plain PyTorch,
 as a bitparity subject (it claims no profile: PyTorch promises no reduction
-order, so bitparity judges it by determinism, padding and offset/stride
-invariance and validation; conformance is n/a).
+order, so accuracy and gradient hold it to the exact result within a bound
+valid for any reduction order, determinism, padding and offset/stride
+invariance and validation judge it bit for bit, and conformance is n/a).
 
     BITPARITY_DEVICE=cuda bitparity check --op seqwise_loss \\
         --subject "exec:python3 python/providers/torch_seqwise_loss.py"

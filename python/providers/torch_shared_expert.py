@@ -1,8 +1,8 @@
 """The shared-expert SwiGLU MLP (docs/ops/shared_expert.md) on PyTorch's
 GEMMs (cuBLAS on a GPU), as a bitparity subject. It claims no profile: cuBLAS
-promises no reduction order, so bitparity judges it by accuracy within the
-bound of an unknown summation order, by determinism, batch invariance,
-offset/stride invariance and validation; conformance is n/a.
+promises no reduction order, so bitparity judges it by accuracy and gradient
+within the bound of an unknown summation order, by determinism, batch
+invariance, offset/stride invariance and validation; conformance is n/a.
 
     BITPARITY_DEVICE=cuda bitparity check --op shared_expert \\
         --subject "exec:python3 python/providers/torch_shared_expert.py"

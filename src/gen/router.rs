@@ -427,8 +427,8 @@ const V2: (usize, usize, usize, usize) = (160, 8, 3, 6);
 const V2_LITE: (usize, usize, usize, usize) = (64, 1, 1, 6);
 /// Two warp-wide groups, one kept, k = 2: the kernels' grouped path at two
 /// values per lane (V = 2), whose map store packs two experts per word. A
-/// random draw reaches it in about 0.4 % of cases; four mutants of that
-/// store survived 300 cases (reports/mutants-2026-12-02).
+/// random draw reaches it in about 0.4 % of cases, too rarely: four
+/// mutants of that store survived 300 cases (reports/mutants-2026-12-02).
 const GROUPED_V2: (usize, usize, usize, usize) = (64, 2, 1, 2);
 
 /// (E, G, L, k). E is at least 2 whatever the config says (the router needs

@@ -889,8 +889,8 @@ mod tests {
     }
 
     /// Tier A reaches the TMA copies (aligned-rows), with strides past H
-    /// too, in a few percent of its cases (0.8 % before the aligned
-    /// layouts: 78 of run 39's 10,000).
+    /// too, in a few percent of its cases (without the aligned layouts,
+    /// 0.8 %: 78 of 10,000).
     #[test]
     fn aligned_rows_come_with_and_without_a_stride() {
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);

@@ -300,7 +300,7 @@ impl Device {
     /// back and reports their mean. With one call per timing, the start event
     /// fires before the host has submitted the work, so a small graph's time
     /// includes the host's submission latency (about 13 us for a one-kernel
-    /// graph on the H200 host, measured 2026-11-30); back to back, the GPU
+    /// graph, measured on an H200 host); back to back, the GPU
     /// runs ahead of nothing but its own work, as in a training loop whose
     /// host runs ahead.
     pub fn time_batched_us(

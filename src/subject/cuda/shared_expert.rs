@@ -131,7 +131,7 @@ pub enum Tile {
     /// 64 x 64 (`NAME_n64`): `cuda-wgmma`'s dh GEMM (`se_gemm_kn_dz`).
     /// Not dX's: at T = 16 its 64 narrow tiles took 0.025 ms against 0.022
     /// on 32 small ones, and at T = 256 they make two waves (0.044 against
-    /// 0.027; run 55).
+    /// 0.027, measured on the H200).
     Narrow,
 }
 
@@ -158,11 +158,11 @@ impl Tile {
     }
 
     /// A tile's time on a multiprocessor, in sixths of a large one's: a
-    /// small tile (a quarter of the outputs) takes half (run 37: 242
+    /// small tile (a quarter of the outputs) takes half (measured: 242
     /// against 563 TFLOP/s with full waves of each); a narrow one a third,
     /// as its copies are 128 of a small one's 192 rows a stage (the main
-    /// loops of the 64-row kernels wait on the L2: run 47; run 55: dh at T
-    /// = 256 took 0.029 ms on 128 narrow tiles, 0.032 on 64 small ones).
+    /// loops of the 64-row kernels wait on the L2; dh at T = 256 took
+    /// 0.029 ms on 128 narrow tiles, 0.032 on 64 small ones).
     fn cost(self) -> usize {
         match self {
             Tile::Large => 6,
@@ -958,8 +958,8 @@ mod tests {
         }
     }
 
-    /// The tile rule at the timed shapes on the H200's 132 SMs, as runs 38
-    /// and 55 measured each tile (reports/wgmma-2026-12-0*): large at T =
+    /// The tile rule at the timed shapes on the H200's 132 SMs, as each
+    /// tile measured there (reports/wgmma-2026-12-0*): large at T =
     /// 2048 (dh's 128 tiles included), small at T = 256 and 16 but for dh,
     /// whose small tiles leave half the multiprocessors idle: narrow.
     #[test]
