@@ -55,7 +55,8 @@ def entries(pytester, test):
 
 def test_a_correct_kernel_passes_and_saves_nothing(pytester, session):
     example(pytester)
-    result = session("-k", "test_router and not padding")
+    # A fixed seed: CI's verdict on a correct kernel must not vary.
+    result = session("-k", "test_router and not padding", "--bitparity-seed", "1")
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "bitparity-corpus").exists()
 
@@ -74,7 +75,9 @@ def test_a_broken_kernel_fails_is_saved_replayed_reproduced_and_fixed(pytester, 
     saved = entries(pytester, "test_router_counting_padding")
     assert any(os.path.basename(p).startswith("padding-exec-bitparity-relay-") for p in saved), (saved, out)
     for path in saved:
-        assert "saved to %s" % path in out, out
+        # "in this test's corpus": the CLI shrank the row's lowest failing
+        # case for the report after another thread had saved the same entry.
+        assert "saved to %s:" % path in out or "in this test's corpus: %s " % path in out, out
     m = re.search(r"reproduce: BITPARITY_MAX_TE=256 pytest (\S+) --bitparity-seed (\d+) --bitparity-case (\d+)", out)
     assert m and m.group(1) == broken, out
     seed, case = m.group(2), m.group(3)
