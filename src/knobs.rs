@@ -86,10 +86,20 @@ pub const ALL: [&str; 17] = [
 
 /// `BITPARITY_*` variables that the scripts (`scripts/nvrtc-env`,
 /// `ci/gpu-nightly`), the tests and the Python side of external subjects
-/// (`BITPARITY_DEVICE`: where `bitparity.serve` puts its tensors) read for
-/// themselves: not knobs of the binary, but not typos either.
-pub const SCRIPTS: [&str; 5] =
-    ["BITPARITY_NVRTC_DIR", "BITPARITY_NVRTC_WHEELS", "BITPARITY_NVRTC_LIB", "BITPARITY_TEST_BIN", "BITPARITY_DEVICE"];
+/// (`BITPARITY_DEVICE`: where `bitparity.serve` puts its tensors; the
+/// pytest plugin's `BITPARITY_BIN`, the CLI it runs, and
+/// `BITPARITY_RELAY_SOCKET`, which it sets for the CLI so that its relay
+/// subject finds the test's server) read for themselves: not knobs of the
+/// binary, but not typos either.
+pub const SCRIPTS: [&str; 7] = [
+    "BITPARITY_NVRTC_DIR",
+    "BITPARITY_NVRTC_WHEELS",
+    "BITPARITY_NVRTC_LIB",
+    "BITPARITY_TEST_BIN",
+    "BITPARITY_DEVICE",
+    "BITPARITY_BIN",
+    "BITPARITY_RELAY_SOCKET",
+];
 
 /// Checks the whole environment before a command runs: every knob that is
 /// set must parse (a recorded knob such as `BITPARITY_CUDA_DEVICE=abc` was

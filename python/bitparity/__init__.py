@@ -172,10 +172,15 @@ def _backend(name):
 
 
 class _Stream:
-    """Frames on stdin/stdout: a u32 little-endian header length, the JSON
-    header, then the buffers it lists, back to back."""
+    """Frames on a byte stream: a u32 little-endian header length, the JSON
+    header, then the buffers it lists, back to back. By default stdin and
+    stdout (``serve``); ``inp`` (a binary file with ``read``) and ``out`` (a
+    file descriptor) give another stream, a socket's (the pytest plugin)."""
 
-    def __init__(self):
+    def __init__(self, inp=None, out=None):
+        if inp is not None:
+            self.inp, self.out = inp, out
+            return
         # The real stdout, kept for frames only; fd 1 and sys.stdout then go
         # to stderr, so that nothing the kernel prints (Python or C) lands in
         # the stream.
@@ -273,57 +278,79 @@ def serve(op, forward, backward, profile=None, backend="auto", validate=True, pa
     """Serves ``op`` (``"seqwise_loss"``, ``"router"``, ``"shared_expert"``)
     to bitparity on stdin/stdout until it closes the pipe. See the module
     docstring for the functions' signatures."""
-    if op not in _ops.OPS:
-        raise ValueError("unknown op %r (known: %s)" % (op, ", ".join(sorted(_ops.OPS))))
-    if padding not in ("skip", "mask"):
-        raise ValueError("padding must be skip or mask, not %r" % (padding,))
-    if clamp_tie not in (None, "strict", "inclusive"):
-        raise ValueError("clamp_tie must be strict, inclusive or None, not %r" % (clamp_tie,))
-    spec = _ops.OPS[op]
-    backend = _backend(backend)
-    device = None
-    if backend == "torch":
-        import torch
-        device = os.environ.get("BITPARITY_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    served = _Served(op, forward, backward, profile, backend, validate, padding, clamp_tie)
     _die_with_parent()
-    stream = _Stream()
-    stream.write({"protocol": "bitparity", "version": PROTOCOL_VERSION, "ops": [op], "profile": profile,
-                  "padding": padding, "clamp_tie": clamp_tie})
-    functions = {"fwd": forward, "bwd": backward}
-    while True:
+    served.run(_Stream())
+
+
+class _Served:
+    """An op's functions and claims, checked, served on any number of
+    streams: ``serve``'s stdin/stdout, or each connection of the pytest
+    plugin's socket server."""
+
+    def __init__(self, op, forward, backward, profile=None, backend="auto", validate=True, padding="skip",
+                 clamp_tie=None):
+        if op not in _ops.OPS:
+            raise ValueError("unknown op %r (known: %s)" % (op, ", ".join(sorted(_ops.OPS))))
+        if padding not in ("skip", "mask"):
+            raise ValueError("padding must be skip or mask, not %r" % (padding,))
+        if clamp_tie not in (None, "strict", "inclusive"):
+            raise ValueError("clamp_tie must be strict, inclusive or None, not %r" % (clamp_tie,))
+        self.op, self.spec, self.validate = op, _ops.OPS[op], validate
+        self.backend = _backend(backend)
+        self.device = None
+        if self.backend == "torch":
+            import torch
+            self.device = os.environ.get("BITPARITY_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.functions = {"fwd": forward, "bwd": backward}
+        self.hello = {"protocol": "bitparity", "version": PROTOCOL_VERSION, "ops": [op], "profile": profile,
+                      "padding": padding, "clamp_tie": clamp_tie}
+
+    def run(self, stream, lock=None):
+        """The handshake, then one reply per request until the stream ends.
+        ``lock`` (a ``threading.Lock``), when given, is held while a request
+        is decoded and computed: streams served from several threads then
+        call the functions one at a time."""
+        stream.write(self.hello)
+        while True:
+            try:
+                got = stream.read()
+            except (IOError, ValueError, KeyError, TypeError) as e:
+                # A stream out of step cannot be resynchronised.
+                sys.stderr.write("bitparity.serve: unreadable request: %s\n" % (e,))
+                return
+            if got is None:
+                return
+            if lock is None:
+                reply = self.reply(*got)
+            else:
+                with lock:
+                    reply = self.reply(*got)
+            stream.write(*reply)
+
+    def reply(self, header, buffers):
+        """The reply to one request: (header, buffers)."""
         try:
-            got = stream.read()
-        except (IOError, ValueError, KeyError, TypeError) as e:
-            # A stream out of step cannot be resynchronised.
-            sys.stderr.write("bitparity.serve: unreadable request: %s\n" % (e,))
-            return
-        if got is None:
-            return
-        header, buffers = got
-        try:
-            if header.get("op") != op:
-                raise Invalid("this subject serves %s, not %s" % (op, header.get("op")))
+            if header.get("op") != self.op:
+                raise Invalid("this subject serves %s, not %s" % (self.op, header.get("op")))
             direction = header.get("dir")
-            if direction not in functions:
+            if direction not in self.functions:
                 raise Invalid("dir must be fwd or bwd, not %r" % (direction,))
-            if validate:
-                why = spec.validate(header, buffers)
+            if self.validate:
+                why = self.spec.validate(header, buffers)
                 if why:
                     raise Invalid(why)
-            case = spec.decode(header, buffers, backend, device)
-            result = functions[direction](case)
-            outputs = _outputs(spec.outputs(header, direction), result, backend)
+            case = self.spec.decode(header, buffers, self.backend, self.device)
+            result = self.functions[direction](case)
+            outputs = _outputs(self.spec.outputs(header, direction), result, self.backend)
         except (Invalid, ValueError) as e:
-            stream.write({"error": "invalid", "message": str(e) or type(e).__name__})
-            continue
+            return {"error": "invalid", "message": str(e) or type(e).__name__}, ()
         except (Unavailable, NotImplementedError) as e:
-            stream.write({"error": "unavailable", "message": str(e) or type(e).__name__})
-            continue
+            return {"error": "unavailable", "message": str(e) or type(e).__name__}, ()
         except Exception as e:  # the kernel failed: a device error, judged a failure
             traceback.print_exc(file=sys.stderr)
-            stream.write({"error": "device", "message": "%s: %s" % (type(e).__name__, e)})
-            continue
-        stream.write({"ok": True}, outputs)
+            return {"error": "device", "message": "%s: %s" % (type(e).__name__, e)}, ()
+        return {"ok": True}, outputs
 
 
 def _flat(x, backend):
