@@ -29,6 +29,9 @@ Glue, and why:
   no rounding added by the glue.
 - The tensor-parallel reduce of the counts gets a one-rank group (its
   ``size()`` is 1, so Megatron returns the counts unreduced, as on one GPU).
+  Megatron asks for an initialised ``torch.distributed`` before it looks at
+  the group, so the provider initialises a one-process gloo group on an
+  in-memory store (no network).
 - ``freq`` (f_e = c_e / max(C, eps) * E) is no output of Megatron's; the
   glue computes it as SPEC says, so that row judges the glue.
 - Backward: autograd of ``g * raw`` through Megatron's functions.
@@ -93,8 +96,16 @@ def _scores_as_given():
         torch.sigmoid = sigmoid
 
 
+def _one_process():
+    """torch.distributed of one process, as Megatron requires it."""
+    dist = torch.distributed
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
 def loss(case, scores):
     mu = MCORE.need()
+    _one_process()
     if case.objective != "unbiased_top_k":
         raise bitparity.Unavailable("Megatron-Core's sequence-level loss has no provided-map (L1-normalised) form")
     t, e, k = case.t, case.e, case.k
