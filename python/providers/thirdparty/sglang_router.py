@@ -18,6 +18,9 @@ it so, with torch._dynamo's recompile limit raised so that every
 configuration stays compiled (at the default limit, the ninth would run
 eagerly, and two processes could then disagree); ``SGLANG_ROUTER=eager``
 calls the function's own Python body (``_torchdynamo_orig_callable``).
+Compiling takes up to a minute for each new configuration (k, G, L,
+renormalize) on a CPU, inside a reply: give the subject time
+(``BITPARITY_EXEC_TIMEOUT=600``), or a compile reads as a hang.
 
 The GPU host cannot have SGLang (python/providers/thirdparty/WHEELS.md:
 the wheel is 39 MB, its import chain some 40 packages): this provider is
