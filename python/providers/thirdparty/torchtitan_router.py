@@ -4,8 +4,8 @@
         --subject "exec:python3 python/providers/thirdparty/torchtitan_router.py"
 
 Upstream: ``torchtitan.models.common.moe.TokenChoiceTopKRouter`` (PyPI
-``torchtitan``, tested with 0.3.0; it needs ``spmd_types`` 0.2.3 to
-import), built through its own ``Config`` in the DeepSeek-V3 setting:
+``torchtitan``, tested with 0.3.0; importing it needs ``spmd_types``
+0.2.3, ``tyro`` and ``docstring-parser`` too: WHEELS.md), built through its own ``Config`` in the DeepSeek-V3 setting:
 ``score_func="sigmoid"``, ``num_expert_groups`` = G, ``num_limited_groups``
 = L, ``top_k`` = k, ``route_norm``, ``route_scale``, and the expert bias
 passed to ``forward`` (used only to choose, as SPEC section 4 says).
