@@ -354,7 +354,8 @@ pub fn list(root: &Path, ops: &[&str]) -> Result<Listing, String> {
     for p in read(root)? {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
         if is_link(&p) && (is_json(&p) || p.is_dir()) {
-            problems.push((p, "a symbolic link: not followed (a corpus holds its entries and op folders itself)".into()));
+            problems
+                .push((p, "a symbolic link: not followed (a corpus holds its entries and op folders itself)".into()));
             continue;
         }
         if root_op.is_some() {

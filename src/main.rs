@@ -634,7 +634,6 @@ fn write_run(run: &RunReport, out: &Outputs, title: &str) -> Outcome {
     Ok(run.verdict().exit_code())
 }
 
-
 fn cmd_merge(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>, html: Option<PathBuf>) -> Outcome {
     for p in json.iter().chain(&markdown).chain(&html) {
         check_writable(p)?;
@@ -725,8 +724,11 @@ fn cmd_replay(path: &Path, op: Option<&str>, subjects: &[String], label: Option<
         }
         // The names this op has a subject of (another op's subject judges
         // none of its entries).
-        let here: Vec<String> =
-            subjects.iter().filter(|n| !dyn_op.resolve_names(std::slice::from_ref(n)).found.is_empty()).cloned().collect();
+        let here: Vec<String> = subjects
+            .iter()
+            .filter(|n| !dyn_op.resolve_names(std::slice::from_ref(n)).found.is_empty())
+            .cloned()
+            .collect();
         let r = if here.is_empty() { dyn_op.replay(&entry) } else { dyn_op.replay_on(&entry, &here) };
         for (i, n) in subjects.iter().enumerate() {
             judged_on[i] += r.results.iter().any(|x| &x.subject == n) as usize;

@@ -338,7 +338,10 @@ pub fn check_summary(r: &JsonReport) -> Result<(), String> {
             text("a note", t)?;
         }
         if row.failures > row.cases {
-            return Err(format!("row {} / {}: {} failures in {} cases", row.property, row.subject, row.failures, row.cases));
+            return Err(format!(
+                "row {} / {}: {} failures in {} cases",
+                row.property, row.subject, row.failures, row.cases
+            ));
         }
     }
     Ok(())

@@ -43,19 +43,54 @@ struct Run {
 
 impl Run {
     fn all(&self) -> String {
-        format!("exit {:?} after {:.1} s\n--- stdout\n{}\n--- stderr\n{}", self.code, self.seconds, self.stdout, self.stderr)
+        format!(
+            "exit {:?} after {:.1} s\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.seconds, self.stdout, self.stderr
+        )
     }
 }
 
+/// The most a probed run may take: an old binary that hangs on a probe
+/// fails it instead of stalling the suite.
+const LIMIT: Duration = Duration::from_secs(150);
+
 fn run(c: &mut Command) -> Run {
     let start = Instant::now();
-    let out: Output = c.output().expect("the binary runs");
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let mut child = c.spawn().expect("the binary runs");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut b);
+        b
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut err, &mut b);
+        b
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > LIMIT {
+            // SAFETY: a signal to the process group of the child spawned above.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (reader.join().unwrap_or_default(), err_reader.join().unwrap_or_default());
+    let out =
+        Output { status: status.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(9)), stdout, stderr };
     let mut raw = out.stdout.clone();
     raw.extend(&out.stderr);
     Run {
-        code: out.status.code(),
+        code: status.and_then(|s| s.code()),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned()
+            + if status.is_none() { "\n(killed: still running after the test's limit)" } else { "" },
         seconds: start.elapsed().as_secs_f64(),
         raw,
     }
@@ -96,7 +131,10 @@ fn an_entry_naming_a_program_starts_nothing() {
     let marker = dir.join("ran");
     std::fs::write(
         dir.join("bitparity.toml"),
-        format!("[[subject]]\nname = \"mine\"\ncommand = [\"touch\", \"{}\"]\nop = \"seqwise_loss\"\n", marker.display()),
+        format!(
+            "[[subject]]\nname = \"mine\"\ncommand = [\"touch\", \"{}\"]\nop = \"seqwise_loss\"\n",
+            marker.display()
+        ),
     )
     .unwrap();
     let touch = format!("exec:touch {}", marker.display());
@@ -312,7 +350,8 @@ fn no_process_outlives_the_run() {
     assert_eq!(gone_within(&t, Duration::from_secs(3)), Vec::<String>::new(), "left after the run");
     // Signals to bitparity: SIGINT twice at once (a process-group signal),
     // SIGTERM, SIGKILL.
-    for (what, sigs) in [("int", vec![libc::SIGINT, libc::SIGINT]), ("term", vec![libc::SIGTERM]), ("kill", vec![libc::SIGKILL])]
+    for (what, sigs) in
+        [("int", vec![libc::SIGINT, libc::SIGINT]), ("term", vec![libc::SIGTERM]), ("kill", vec![libc::SIGKILL])]
     {
         let t = token(what);
         let mut c = start(&t, true);
@@ -506,7 +545,17 @@ fn a_subject_that_computed_nothing_is_not_a_pass() {
         return;
     }
     let subject = format!("exec:python3 {}", repo().join("python/providers/tests/unavailable.py").display());
-    let r = run(bitparity().args(["check", "--op", "seqwise_loss", "--cases", "20", "--no-save", "--quiet", "--subject", &subject]));
+    let r = run(bitparity().args([
+        "check",
+        "--op",
+        "seqwise_loss",
+        "--cases",
+        "20",
+        "--no-save",
+        "--quiet",
+        "--subject",
+        &subject,
+    ]));
     assert_eq!(r.code, Some(3), "{}", r.all());
     assert!(r.stdout.contains("NOTHING JUDGED"), "{}", r.all());
 }

@@ -197,15 +197,18 @@ pub fn load(path: Option<&Path>, ops: &[&str], reserved: &[&str]) -> Result<(), 
     let read = |p: &Path| -> Result<String, String> {
         let bytes = crate::fsio::read_capped(p, MAX_BYTES)?;
         String::from_utf8(bytes).map_err(|e| {
-            format!("{}: not UTF-8 text (byte {}): refused rather than read in part", crate::escape::path(p), e.utf8_error().valid_up_to())
+            format!(
+                "{}: not UTF-8 text (byte {}): refused rather than read in part",
+                crate::escape::path(p),
+                e.utf8_error().valid_up_to()
+            )
         })
     };
     let config = match path {
-        Some(p) => Config {
-            file: Some(p.to_path_buf()),
-            ..parse(&read(p)?, &crate::escape::path(p), ops, reserved)?
-        },
-        None if Path::new(DEFAULT_FILE).is_file() => parse(&read(Path::new(DEFAULT_FILE))?, DEFAULT_FILE, ops, reserved)?,
+        Some(p) => Config { file: Some(p.to_path_buf()), ..parse(&read(p)?, &crate::escape::path(p), ops, reserved)? },
+        None if Path::new(DEFAULT_FILE).is_file() => {
+            parse(&read(Path::new(DEFAULT_FILE))?, DEFAULT_FILE, ops, reserved)?
+        }
         None => Config::default(),
     };
     let _ = CONFIG.set(config);

@@ -174,7 +174,10 @@ pub fn spawn(argv: &[String], env: &[(String, String)]) -> Result<Contained, Str
                 }
             }
             b'E' => failure = Some(format!("cannot start {program:?}: {}", std::io::Error::from_raw_os_error(v))),
-            _ => failure = Some(format!("cannot start {program:?}: fork failed ({})", std::io::Error::from_raw_os_error(v))),
+            _ => {
+                failure =
+                    Some(format!("cannot start {program:?}: fork failed ({})", std::io::Error::from_raw_os_error(v)))
+            }
         }
     }
     // SAFETY: each is an open descriptor this function owns.

@@ -543,17 +543,19 @@ impl Child {
         // guard a moment to clean up after it.
         let start = Instant::now();
         let mut status = None;
-        while self.eof {
-            if let Some(s) = super::contain::try_wait(self.guard) {
-                status = Some(s);
-                break;
+        if self.eof {
+            loop {
+                if let Some(s) = super::contain::try_wait(self.guard) {
+                    status = Some(s);
+                    break;
+                }
+                let waited = start.elapsed();
+                let ending = exiting(self.pid) || !std::path::Path::new(&format!("/proc/{}", self.pid)).exists();
+                if waited >= EXIT_GRACE_EXITING || (waited >= EXIT_GRACE && !ending) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
             }
-            let waited = start.elapsed();
-            let ending = exiting(self.pid) || !std::path::Path::new(&format!("/proc/{}", self.pid)).exists();
-            if waited >= EXIT_GRACE_EXITING || (waited >= EXIT_GRACE && !ending) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
         }
         let was_exiting = status.is_none() && exiting(self.pid);
         // The guard kills the provider and everything it left, then ends as

@@ -61,7 +61,11 @@ pub fn config(data: &[u8]) {
     let Ok(c) = crate::exec::config::parse(text, "fuzz.toml", &ops, &reserved) else { return };
     for s in &c.subjects {
         assert_eq!(crate::escape::visible(&s.name), s.name, "a name with hidden characters was accepted");
-        assert!(!reserved.contains(&s.name.as_str()) && !s.name.starts_with("exec:"), "{:?} shadows a built-in", s.name);
+        assert!(
+            !reserved.contains(&s.name.as_str()) && !s.name.starts_with("exec:"),
+            "{:?} shadows a built-in",
+            s.name
+        );
         assert!(!s.command.is_empty() && !s.command[0].is_empty(), "an empty command was accepted");
         assert!(s.env.keys().all(|k| !k.is_empty() && !k.contains('=') && !k.contains('\0')), "{:?}", s.env);
         assert!(s.timeout.as_secs_f64() >= crate::knobs::MIN_TIMEOUT_S, "{:?}", s.timeout);

@@ -383,7 +383,9 @@ fn validation<O: Harness>(s: &dyn Subject<O>, case: &O::Case) -> Judgement {
                 Ok(Ok(())) => return Judgement::fail(format!("{dir} accepted an invalid input ({what})")),
                 // Not judged, never passed: a subject that cannot run the
                 // case here (a hung one) says nothing of its validation.
-                Ok(Err(SubjectError::Unavailable(m))) => return Judgement::unavailable(format!("{dir} on {what}: {m}")),
+                Ok(Err(SubjectError::Unavailable(m))) => {
+                    return Judgement::unavailable(format!("{dir} on {what}: {m}"))
+                }
                 Ok(Err(e)) => {
                     return Judgement::fail(format!("{dir} on {what}: {e} (expected an invalid-input error)"))
                 }

@@ -28,7 +28,10 @@ impl Op for SharedExpert {
     fn footprint(case: &SharedExpertCase) -> usize {
         let (t, h, f) = (case.t, case.h, case.f);
         let storage = case.layout.storage_len(t, h).unwrap_or(usize::MAX);
-        [storage, t.saturating_mul(f).saturating_mul(2), f.saturating_mul(2).saturating_mul(h)].into_iter().max().unwrap_or(0)
+        [storage, t.saturating_mul(f).saturating_mul(2), f.saturating_mul(2).saturating_mul(h)]
+            .into_iter()
+            .max()
+            .unwrap_or(0)
     }
 
     /// z = x w1^T and y = h w2^T: 3 T H F multiply-adds (the backward as
