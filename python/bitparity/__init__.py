@@ -239,10 +239,10 @@ def _die_with_parent():
     effort: elsewhere, or without libc, nothing changes.
 
     The kernel sends the signal when the parent *thread* that started this
-    process ends, not only its whole process: bitparity starts its children
-    from threads that live as long as it does (src/exec/process.rs). A
-    provider killed this way writes nothing: bitparity reports it as killed
-    by SIGKILL, its own status, not bitparity's kill."""
+    process ends: the parent is bitparity's guard, or the first process of
+    the provider's PID namespace, each single-threaded
+    (src/exec/contain.rs), which already kill the provider when they end;
+    this is a second line for a provider started by anything else."""
     if not sys.platform.startswith("linux"):
         return
     try:
