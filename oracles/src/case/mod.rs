@@ -1,5 +1,6 @@
 //! Each op's typed input (a case), its validation, and its outputs.
 
+pub mod moe_combine;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
