@@ -6,6 +6,7 @@
 //!
 //! [`ReductionOrder`]: crate::order::ReductionOrder
 
+pub mod moe_combine;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
