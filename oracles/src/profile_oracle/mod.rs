@@ -3,6 +3,7 @@
 //! [`crate::num::Bounded`] it also yields the profile's rigorous error bound,
 //! on [`crate::mpfr::Exact`] the exact value.
 
+pub mod moe_combine;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
