@@ -65,6 +65,7 @@
 pub mod bound;
 pub mod histogram;
 pub mod interval;
+pub mod moe_combine;
 pub mod rational;
 pub mod reference;
 pub mod router;
