@@ -6,6 +6,7 @@
 //! The testing half (generators, shrinking, subjects, planted bugs) lives in
 //! the main crate and builds on this trait.
 
+pub mod moe_combine;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
@@ -312,6 +313,7 @@ mod group_tests {
 #[cfg(test)]
 mod profile_name_tests {
     use super::*;
+    use crate::op::moe_combine::MoeCombine;
     use crate::op::router::Router;
     use crate::op::seqwise_loss::SeqwiseLoss;
     use crate::op::shared_expert::SharedExpert;
@@ -327,6 +329,12 @@ mod profile_name_tests {
         assert_eq!(names::<SeqwiseLoss>(), ["serial", "warp32-chunk64"]);
         assert_eq!(names::<Router>(), ["serial", "warp32"]);
         assert_eq!(names::<SharedExpert>(), ["serial", "mma16-h100"]);
+        assert_eq!(names::<MoeCombine>(), ["serial", "by-slot", "serial-bf16"]);
+        for n in ["serial", "by-slot", "serial-bf16"] {
+            let p = crate::profile::moe_combine::MoeCombineProfile::by_name(n).unwrap();
+            assert_eq!(p.name(), n);
+        }
+        assert_eq!(MoeCombine::any_order_profile().name(), "any-order");
         for n in ["serial", "warp32"] {
             let p = crate::profile::router::RouterProfile::by_name(n).unwrap();
             assert_eq!(p.name(), n);
@@ -366,6 +374,11 @@ mod profile_name_tests {
         assert_eq!(checked(&e), Ok(()));
         e.dx = empty();
         assert!(checked(&e).is_err());
+        for mut m in MoeCombine::profiles().into_iter().chain([MoeCombine::any_order_profile()]) {
+            assert_eq!(checked(&m), Ok(()), "{}", m.name);
+            m.combine = empty();
+            assert!(checked(&m).is_err());
+        }
     }
 }
 
@@ -461,5 +474,21 @@ mod clamp_tie_tests {
             dy: vec![1.0; 6],
         };
         assert_eq!(SharedExpert::dims(&x), [("T", 2), ("H", 3), ("F", 1)]);
+        let m = crate::case::moe_combine::MoeCombineCase {
+            t: 2,
+            h: 3,
+            e: 5,
+            k: 2,
+            capacity: None,
+            layout: Layout::dense(3),
+            ids: vec![0, 1, 2, 3],
+            weights: vec![1.0; 4],
+            padding: None,
+            x: vec![1.0; 6],
+            x_exp: vec![1.0; 12],
+            dy: vec![1.0; 6],
+            g_disp: vec![1.0; 12],
+        };
+        assert_eq!(crate::op::moe_combine::MoeCombine::dims(&m), [("T", 2), ("H", 3), ("E", 5), ("k", 2)]);
     }
 }
