@@ -191,7 +191,8 @@ def parse_hexf(s):
         raise ValueError("not a hex float: %r" % s)
     digits = m.group(2) + (m.group(3) or "")
     q = Fraction(int(digits, 16)) * Fraction(2) ** (int(m.group(4)) - 4 * len(m.group(3) or ""))
-    x = round_f32(q, negative=bool(m.group(1)))
+    # The magnitude, then the sign, once: -0x0p0 is -0.0.
+    x = round_f32(q)
     if Fraction(x) != q:
         raise ValueError("not exactly an f32: %r" % s)
     return -x if m.group(1) else x
