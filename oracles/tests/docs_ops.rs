@@ -21,6 +21,7 @@
 //! the pages' formulas and sharing no code with the oracle.
 
 use oracles::case::hexf;
+use oracles::op::moe_combine::MoeCombine;
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::op::shared_expert::SharedExpert;
@@ -34,7 +35,8 @@ use std::process::Command;
 enum Out {
     Real(f32),
     Reals(Vec<f32>),
-    Ints(Vec<u32>),
+    /// Counts, ids and slots (-1 for a dropped choice).
+    Ints(Vec<i64>),
     Flags(Vec<bool>),
 }
 
@@ -48,7 +50,7 @@ trait Documented: Op {
 
 impl Documented for SeqwiseLoss {
     fn forward_outputs(f: &Self::Fwd<f32>) -> Outputs {
-        vec![("counts", Out::Ints(f.counts.clone())), ("freq", Out::Reals(f.freq.clone())), ("raw", Out::Real(f.raw))]
+        vec![("counts", ints(&f.counts)), ("freq", Out::Reals(f.freq.clone())), ("raw", Out::Real(f.raw))]
     }
     fn backward_outputs(b: &Self::Bwd<f32>) -> Outputs {
         vec![("grad", Out::Reals(b.grad.clone()))]
@@ -58,10 +60,10 @@ impl Documented for SeqwiseLoss {
 impl Documented for Router {
     fn forward_outputs(f: &Self::Fwd<f32>) -> Outputs {
         vec![
-            ("ids", Out::Ints(f.ids.clone())),
+            ("ids", ints(&f.ids)),
             ("weights", Out::Reals(f.weights.clone())),
             ("map", Out::Flags(f.map.clone())),
-            ("counts", Out::Ints(f.counts.clone())),
+            ("counts", ints(&f.counts)),
             ("scores", Out::Reals(f.scores.clone())),
         ]
     }
@@ -77,6 +79,28 @@ impl Documented for SharedExpert {
     fn backward_outputs(b: &Self::Bwd<f32>) -> Outputs {
         vec![("dx", Out::Reals(b.dx.clone()))]
     }
+}
+
+impl Documented for MoeCombine {
+    fn forward_outputs(f: &Self::Fwd<f32>) -> Outputs {
+        vec![
+            ("slot", Out::Ints(f.slot.iter().map(|&s| s as i64).collect())),
+            ("counts", ints(&f.counts)),
+            ("x_disp", Out::Reals(f.x_disp.clone())),
+            ("y", Out::Reals(f.y.clone())),
+        ]
+    }
+    fn backward_outputs(b: &Self::Bwd<f32>) -> Outputs {
+        vec![
+            ("dx_exp", Out::Reals(b.dx_exp.clone())),
+            ("dw", Out::Reals(b.dw.clone())),
+            ("dx", Out::Reals(b.dx.clone())),
+        ]
+    }
+}
+
+fn ints(v: &[u32]) -> Out {
+    Out::Ints(v.iter().map(|&x| x as i64).collect())
 }
 
 fn pages_dir() -> PathBuf {
@@ -173,7 +197,7 @@ fn compare(name: &str, stated: &Value, got: &Out) -> Result<Vec<String>, String>
             let stated = list(stated)?;
             if length(stated.len(), xs.len()) {
                 for (i, (v, &x)) in stated.iter().zip(xs).enumerate() {
-                    if v.as_u64() != Some(x as u64) {
+                    if v.as_i64() != Some(x) {
                         diffs.push(format!("{name}[{i}]: the page says {v}, the oracle gives {x}"));
                     }
                 }
@@ -242,6 +266,7 @@ fn check_block(op: &str, block: &Value) -> Result<Vec<String>, String> {
         "seqwise_loss" => check_example::<SeqwiseLoss>(block),
         "router" => check_example::<Router>(block),
         "shared_expert" => check_example::<SharedExpert>(block),
+        "moe_combine" => check_example::<MoeCombine>(block),
         _ => Err(format!("no op {op:?}")),
     }
 }
@@ -275,7 +300,7 @@ fn every_worked_example_is_the_profile_oracles_output() {
             Err(e) => failures.push(format!("docs/ops/{page}.md:{line}: {e}")),
         }
     }
-    for op in [SeqwiseLoss::NAME, Router::NAME, SharedExpert::NAME] {
+    for op in [SeqwiseLoss::NAME, Router::NAME, SharedExpert::NAME, MoeCombine::NAME] {
         if !per_page.contains_key(op) {
             failures.push(format!("docs/ops/{op}.md has no worked example"));
         }
@@ -308,7 +333,7 @@ fn a_changed_value_in_an_example_is_caught() {
                         let other = if x.is_nan() { 1.0 } else { f32::from_bits(x.to_bits() ^ 1) };
                         Value::String(hexf::format(other))
                     }
-                    Value::Number(n) => Value::from(n.as_u64().expect("a count") + 1),
+                    Value::Number(n) => Value::from(n.as_i64().expect("an integer") + 1),
                     Value::Bool(b) => Value::Bool(!b),
                     other => panic!("docs/ops/{page}.md:{line}: {name} holds {other}"),
                 };

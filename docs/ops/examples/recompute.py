@@ -479,10 +479,69 @@ def shared_expert(case, profile):
     return {"forward": {"y": y}, "backward": {"dx": dx}}, trace
 
 
+# ---------------------------------------------------------------------------
+# moe_combine (docs/ops/moe_combine.md)
+
+MOE_COMBINE_PROFILES = {
+    "serial": {"terms": "choice", "combine": "serial", "dw": "serial", "bf16_out": False},
+    "by-slot": {"terms": "slot", "combine": "serial", "dw": "serial", "bf16_out": False},
+    "serial-bf16": {"terms": "choice", "combine": "serial", "dw": "serial", "bf16_out": True},
+}
+
+
+def moe_dispatch(case):
+    """Slots grouped by expert (ascending id), inside an expert by token,
+    then by choice; padding tokens never dispatched; an expert's choices
+    past its first C dropped (-1). Returns slot (T x k), counts (E)."""
+    t_n, k, e_n, cap = case["t"], case["k"], case["e"], case["capacity"]
+    ids, pad = case["ids"], case["padding"] or [False] * case["t"]
+    slot, counts, next_slot = [-1] * (t_n * k), [0] * e_n, 0
+    for e, t, j in sorted((ids[t * k + j], t, j) for t in range(t_n) for j in range(k) if not pad[t]):
+        if cap is None or counts[e] < cap:
+            slot[t * k + j] = next_slot
+            counts[e] += 1
+            next_slot += 1
+    return slot, counts
+
+
+def moe_combine(case, profile):
+    t_n, h_n, k = case["t"], case["h"], case["k"]
+    w = [parse_hexf(v) for v in case["weights"]]
+    x = [parse_hexf(v) for v in case["x"]]
+    x_exp = [parse_hexf(v) for v in case["x_exp"]]
+    dy = [parse_hexf(v) for v in case["dy"]]
+    g_disp = [parse_hexf(v) for v in case["g_disp"]]
+    slot, counts = moe_dispatch(case)
+    n = sum(counts)
+    owner = {slot[f]: f for f in range(t_n * k) if slot[f] >= 0}
+    x_disp = [x[(owner[s] // k) * h_n + i] for s in range(n) for i in range(h_n)]
+    dx_exp = [mul(w[owner[s]], dy[(owner[s] // k) * h_n + i]) for s in range(n) for i in range(h_n)]
+    trace = {"offsets": [sum(counts[:e]) for e in range(len(counts))], "order": []}
+    y, dw, dx = [], [], []
+    for t in range(t_n):
+        # The kept choices (j, slot), in the profile's order; a dropped
+        # choice is not in the list.
+        kept = [(j, slot[t * k + j]) for j in range(k) if slot[t * k + j] >= 0]
+        if profile["terms"] == "slot":
+            kept.sort(key=lambda p: p[1])
+        trace["order"].append([s for _, s in kept])
+        for i in range(h_n):
+            acc = reduce(profile["combine"], [mul(w[t * k + j], x_exp[s * h_n + i]) for j, s in kept])
+            y.append(bf16(acc) if profile["bf16_out"] else acc)
+            dx.append(reduce(profile["combine"], [g_disp[s * h_n + i] for _, s in kept]))
+        for j in range(k):
+            s = slot[t * k + j]
+            terms = [mul(dy[t * h_n + i], x_exp[s * h_n + i]) for i in range(h_n)] if s >= 0 else []
+            dw.append(reduce(profile["dw"], terms))
+    forward = {"slot": slot, "counts": counts, "x_disp": x_disp, "y": y}
+    return {"forward": forward, "backward": {"dx_exp": dx_exp, "dw": dw, "dx": dx}}, trace
+
+
 OPS = {
     "seqwise_loss": (seqwise, SEQWISE_PROFILES),
     "router": (router, ROUTER_PROFILES),
     "shared_expert": (shared_expert, SHARED_EXPERT_PROFILES),
+    "moe_combine": (moe_combine, MOE_COMBINE_PROFILES),
 }
 
 
@@ -552,6 +611,23 @@ CASES = {
         "w2": ["0x1.04p-10", "-0x1.bep-1", "-0x1.28p-10", "0x1.16p-1", "0x1.7ap+0", "0x1.d4p-7"],
         "dy": ["0x1.ccp-1", "0x1.bap+0", "-0x1.9ap-2", "-0x1.32p+0", "0x1.4p-1", "-0x1.32p-3"],
     },
+    ("moe_combine", "capacity_padding"): {
+        # k = 3 and ids not ascending, so that the serial and by-slot orders
+        # differ; expert 0 over capacity; token 1 padding, poisoned.
+        "t": 4, "h": 2, "e": 4, "k": 3, "capacity": 2, "layout": {"offset": 1, "row_stride": 3},
+        "ids": [3, 0, 1, 0, 1, 2, 1, 2, 0, 0, 2, 3],
+        "weights": f32s(["1", "1", "1"]) + [hexf(NAN)] * 3 + f32s(["0.5", "-1.25", "3"])
+        + [hexf(2.0), hexf(round_f32(Fraction(1, 3))), "-0x0p0"],
+        "padding": [False, True, False, False],
+        "x": f32s(["1.5", "-0.25"]) + [hexf(INF), hexf(NAN)] + f32s(["0.5", "2", "-3", "0.125"]),
+        "x_exp": [hexf(2.0 ** -24), hexf(0.75), hexf(2.0 ** -7), hexf(-1.0), hexf(2.0 ** -24), "-0x0p0",
+                  "0x1.62p+0", hexf(0.5), "0x1.54p-2", hexf(0.25), hexf(0.75), hexf(-0.5),
+                  hexf(1.0), hexf(-0.5), hexf(2.0), hexf(4.0)],
+        "dy": f32s(["1", "-2"]) + [hexf(NAN), hexf(-INF)] + f32s(["0.5", "0.25", "-1", "3"]),
+        "g_disp": [hexf(2.0 ** -24), hexf(0.5), hexf(0.25), hexf(-1.0), hexf(2.0 ** -24), hexf(0.125),
+                   hexf(-2.0), hexf(2.0 ** -149), hexf(0.75), hexf(1.0), hexf(-0.375), "-0x0p0",
+                   hexf(1.0), hexf(0.25), hexf(0.5), hexf(-2.0 ** -149)],
+    },
 }
 
 
@@ -602,6 +678,11 @@ def dumps(v, width, indent=0):
 
 
 def widths(case):
+    if "x_exp" in case:
+        h, k = case["h"], case["k"]
+        w = {n: h for n in ("x", "x_exp", "dy", "g_disp", "x_disp", "y", "dx_exp", "dx")}
+        w.update({n: k for n in ("ids", "weights", "slot", "dw")})
+        return w
     e = case.get("e") or case.get("h")
     w = {"scores": e, "logits": e, "map": e, "grad": e, "dx": e, "y": e, "x": e, "dy": e,
          "w1": case.get("h"), "w2": case.get("f"), "gw": case.get("k"), "ids": case.get("k"),
