@@ -134,16 +134,17 @@ impl Dispatch {
 pub fn dispatch(case: &MoeCombineCase) -> Result<Dispatch, MoeCombineError> {
     case.validate_routing()?;
     let (t_n, k, e_n) = (case.t, case.k, case.e);
-    // The load of each expert: its valid tokens' choices.
-    let mut load = vec![0usize; e_n];
+    // The load of each expert (its valid tokens' choices), then capped.
+    // Loads <= T x k <= 2^24: exact in u32, and so are their sums.
+    let mut counts = vec![0u32; e_n];
     for t in (0..t_n).filter(|&t| !case.is_padding(t)) {
         for &id in case.ids_row(t) {
-            load[id as usize] += 1;
+            counts[id as usize] += 1;
         }
     }
-    let cap = case.capacity.unwrap_or(usize::MAX);
-    // counts <= T x k <= 2^24: exact in u32, and so are their sums.
-    let counts: Vec<u32> = load.iter().map(|&l| l.min(cap) as u32).collect();
+    if let Some(cap) = case.capacity {
+        counts.iter_mut().for_each(|c| *c = (*c as usize).min(cap) as u32);
+    }
     let mut offsets = Vec::with_capacity(e_n);
     let mut n_slots = 0usize;
     for &c in &counts {
@@ -167,6 +168,30 @@ pub fn dispatch(case: &MoeCombineCase) -> Result<Dispatch, MoeCombineError> {
         }
     }
     Ok(Dispatch { slot, counts, offsets, n_slots, owner })
+}
+
+/// The first choice of `row` that repeats an earlier one, as (the earlier
+/// choice, the repeating choice): the smallest such j. Sorting keeps it
+/// O(k log k) (a scan of the earlier choices for each would be O(k^2), and
+/// k may reach 2^24).
+fn first_repeat(row: &[u32]) -> Option<(usize, usize)> {
+    let mut sorted: Vec<(u32, usize)> = row.iter().copied().zip(0..).collect();
+    sorted.sort_unstable();
+    // Within a run of equal ids the indices ascend: the run's first is the
+    // earliest choice, its second the earliest repeat.
+    sorted.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| (w[0].1, w[1].1)).min_by_key(|&(_, j)| j)
+}
+
+/// N_slots, the rows of x_exp: [`dispatch`]'s count without its per-expert
+/// tables, from the valid choices' ids sorted (memory O(T k), whatever E:
+/// validation allocates nothing an entry's E alone could make huge).
+pub fn slot_count(case: &MoeCombineCase) -> Result<usize, MoeCombineError> {
+    case.validate_routing()?;
+    let mut ids: Vec<u32> =
+        (0..case.t).filter(|&t| !case.is_padding(t)).flat_map(|t| case.ids_row(t)).copied().collect();
+    ids.sort_unstable();
+    let cap = case.capacity.unwrap_or(usize::MAX);
+    Ok(ids.chunk_by(|a, b| a == b).map(|run| run.len().min(cap)).sum())
 }
 
 impl MoeCombineCase {
@@ -197,15 +222,12 @@ impl MoeCombineCase {
         if self.ids.len() != tk {
             return Err(MoeCombineError::Length { name: "ids", expected: tk, got: self.ids.len() });
         }
+        if let Some(flat) = self.ids.iter().position(|&id| id as usize >= e) {
+            return Err(MoeCombineError::IdOutOfRange { t: flat / k, j: flat % k, id: self.ids[flat], e });
+        }
         for r in 0..t {
-            let row = self.ids_row(r);
-            for (j, &id) in row.iter().enumerate() {
-                if id as usize >= e {
-                    return Err(MoeCombineError::IdOutOfRange { t: r, j, id, e });
-                }
-                if let Some(first) = row[..j].iter().position(|&other| other == id) {
-                    return Err(MoeCombineError::DuplicateId { t: r, first, j, id });
-                }
+            if let Some((first, j)) = first_repeat(self.ids_row(r)) {
+                return Err(MoeCombineError::DuplicateId { t: r, first, j, id: self.ids[r * k + j] });
             }
         }
         if let Some(p) = &self.padding {
@@ -221,7 +243,7 @@ impl MoeCombineCase {
     /// anything the case's values imply is allocated. Everything downstream
     /// may index freely.
     pub fn validate(&self) -> Result<(), MoeCombineError> {
-        let n_slots = dispatch(self)?.n_slots;
+        let n_slots = slot_count(self)?;
         let (t, h) = (self.t, self.h);
         if self.layout.offset > MAX_OFFSET {
             return Err(MoeCombineError::Offset(self.layout.offset));
@@ -446,6 +468,48 @@ mod tests {
             f(&mut c);
             assert!(c.validate().is_err(), "{what} accepted");
         }
+    }
+
+    #[test]
+    fn a_repeat_is_reported_at_its_earliest_repeating_choice() {
+        assert_eq!(first_repeat(&[1, 2, 2, 1]), Some((1, 2)));
+        assert_eq!(first_repeat(&[3, 0, 1, 3, 0]), Some((0, 3)));
+        assert_eq!(first_repeat(&[3, 0, 1]), None);
+        // Out of range goes first, over every row; then repeats.
+        let mut c = case();
+        c.ids = vec![1, 1, 0, 7, 0, 1];
+        assert_eq!(c.validate(), Err(MoeCombineError::IdOutOfRange { t: 1, j: 1, id: 7, e: 3 }));
+        c.ids[3] = 2;
+        assert_eq!(c.validate(), Err(MoeCombineError::DuplicateId { t: 0, first: 0, j: 1, id: 1 }));
+    }
+
+    /// One token choosing all of 2^20 experts: validation and the slot count
+    /// are O(T k log k), where a pairwise repeat check would take 2^39 steps.
+    #[test]
+    fn a_long_row_is_validated_quickly() {
+        let k = 1 << 20;
+        let mut c = MoeCombineCase {
+            t: 1,
+            h: 1,
+            e: k,
+            k,
+            capacity: None,
+            layout: Layout::dense(1),
+            ids: (0..k as u32).rev().collect(),
+            weights: vec![1.0; k],
+            padding: None,
+            x: vec![1.0],
+            x_exp: vec![1.0; k],
+            dy: vec![1.0],
+            g_disp: vec![1.0; k],
+        };
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(slot_count(&c), Ok(k));
+        c.ids[k - 1] = c.ids[0];
+        assert_eq!(c.validate(), Err(MoeCombineError::DuplicateId { t: 0, first: 0, j: k - 1, id: (k - 1) as u32 }));
+        c.ids[k - 1] = 0;
+        c.capacity = Some(0);
+        assert_eq!(slot_count(&c), Ok(0));
     }
 
     #[test]

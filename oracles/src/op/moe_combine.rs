@@ -1,7 +1,7 @@
 //! `moe_combine` (docs/ops/moe_combine.md) as an [`Op`].
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
-use crate::case::moe_combine::{dispatch, MoeCombineBackward, MoeCombineCase, MoeCombineError, MoeCombineForward};
+use crate::case::moe_combine::{slot_count, MoeCombineBackward, MoeCombineCase, MoeCombineError, MoeCombineForward};
 use crate::mpfr::moe_combine::{check_gradient, gradient_entries};
 use crate::num::Num;
 use crate::padding::PaddingRule;
@@ -39,7 +39,7 @@ impl Op for MoeCombine {
     fn footprint(case: &MoeCombineCase) -> usize {
         let (t, h) = (case.t, case.h);
         let tk = t.saturating_mul(case.k);
-        let slots = dispatch(case).map_or(tk, |d| d.n_slots);
+        let slots = slot_count(case).unwrap_or(tk);
         let storage = |rows: usize| case.layout.storage_len(rows, h).unwrap_or(usize::MAX);
         [storage(t), storage(slots), t.saturating_mul(h), slots.saturating_mul(h), tk, case.e]
             .into_iter()
