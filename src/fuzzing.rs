@@ -1,5 +1,5 @@
 //! What the fuzz targets check, for every op: `fuzz/fuzz_targets/<target>.rs`
-//! is one call into [`crate::harness::registry::run_fuzz_target`]; `bitparity import` judges an artifact
+//! is one call into [`run_target`]; `bitparity import` judges an artifact
 //! exactly as its target did.
 //!
 //! Each op has two targets, `<prefix>_fwd` and `<prefix>_bwd` (`loss_fwd`,
@@ -18,11 +18,12 @@
 
 pub mod files;
 
-use crate::harness::{available, resolve, resolve_named, Harness, ResolveError};
-use crate::props::{applies, finite_differences, judge, Judgement, Property, References, MPFR_SUBJECT};
+use crate::harness::{available, resolve, resolve_named, Harness, OpCommand, ResolveError};
+use crate::props::{Property, MPFR_SUBJECT};
+use crate::runner::judge::{judge, Until};
+pub use crate::runner::judge::Step;
 use crate::runner::shape;
 use crate::subject::{Skip, SubjectRef};
-use oracles::op::Profile;
 use std::fmt::Write as _;
 
 // The MPFR steps run on small cases only, where each adds at most about
@@ -57,29 +58,6 @@ impl Direction {
     }
 }
 
-/// One check of a case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// A property of docs/ops/README.md#properties, as `bitparity check` judges it.
-    Judge(Property),
-    /// Conformance of the forward alone. Stored in the corpus as
-    /// `conformance`, which checks the forward first.
-    ForwardConformance,
-    /// The analytic derivative against MPFR finite differences (subject `mpfr`).
-    FiniteDifferences,
-}
-
-impl Step {
-    /// The property a failure of this step is filed under.
-    pub fn property(self) -> Property {
-        match self {
-            Step::Judge(p) => p,
-            Step::ForwardConformance => Property::Conformance,
-            Step::FiniteDifferences => Property::Gradient,
-        }
-    }
-}
-
 /// The steps run on a subject, cheapest first, for a case of `size`;
 /// `device`: the subject runs on a GPU (determinism applies).
 pub fn subject_steps(dir: Direction, size: usize) -> Vec<Step> {
@@ -110,26 +88,6 @@ pub fn case_steps(dir: Direction, size: usize) -> Vec<Step> {
     }
 }
 
-/// Judges one step on one subject (`None`: the step says nothing about it).
-fn judge_step<O: Harness>(
-    step: Step,
-    s: &SubjectRef<O>,
-    case: &O::Case,
-    refs: &mut References<O>,
-) -> Option<Judgement> {
-    match step {
-        Step::FiniteDifferences => Some(finite_differences::<O>(case)),
-        Step::ForwardConformance => {
-            applies(Property::Conformance, s.as_ref()).ok()?;
-            Some(crate::props::forward_conformance(s.as_ref(), case))
-        }
-        Step::Judge(p) => {
-            applies(p, s.as_ref()).ok()?;
-            Some(judge(p, s.as_ref(), case, refs))
-        }
-    }
-}
-
 /// A failed check: which step, which subject, what it said.
 #[derive(Clone, Debug)]
 pub struct Failure {
@@ -141,25 +99,98 @@ pub struct Failure {
     pub message: String,
 }
 
-/// The first failure of a target's steps on `case`, in the target's order:
-/// for each subject its steps, then the per-case steps.
+/// The first failure of a target's steps on `case`: each step, cheapest
+/// first, on every subject (the per-case steps last), by the one judge.
 pub fn first_failure<O: Harness>(dir: Direction, case: &O::Case, subjects: &[SubjectRef<O>]) -> Option<Failure> {
     let size = O::size(case);
-    let mut refs = References::<O>::default();
-    for s in subjects {
-        for step in subject_steps(dir, size) {
-            if let Some(message) = judge_step(step, s, case, &mut refs).and_then(|j| j.failure) {
-                let profile = s.profile().map(|p| p.name().to_string()).unwrap_or_else(|| "-".into());
-                return Some(Failure { step, subject: s.name(), profile, message });
+    let mut steps = subject_steps(dir, size);
+    steps.extend(case_steps(dir, size));
+    let judged = judge::<O>(case, subjects, &steps, Until::FirstFailure);
+    let j = crate::runner::judge::first_failure(&judged)?;
+    Some(Failure {
+        step: j.step,
+        subject: j.key.subject.clone(),
+        profile: j.key.profile.clone(),
+        message: j.judgement.failure.clone().unwrap_or_default(),
+    })
+}
+
+/// The prefix of an op's fuzz targets (`loss` of `loss_fwd`).
+struct Prefix;
+
+impl OpCommand for Prefix {
+    type Output = &'static str;
+    fn run<O: Harness>(self) -> &'static str {
+        O::FUZZ_PREFIX
+    }
+}
+
+/// The name of an op's fuzz target in direction `dir` (`loss_bwd`).
+pub fn target_name(op: &str, dir: Direction) -> Option<String> {
+    crate::harness::with_op(op, Prefix).map(|prefix| format!("{prefix}_{}", dir.suffix()))
+}
+
+/// The op and direction of fuzz target `target` (`loss_bwd`).
+pub fn target_of(target: &str) -> Option<(&'static str, Direction)> {
+    crate::harness::OPS.into_iter().find_map(|op| {
+        [Direction::Forward, Direction::Backward]
+            .into_iter()
+            .find(|&d| target_name(op, d).as_deref() == Some(target))
+            .map(|d| (op, d))
+    })
+}
+
+/// The body of fuzz target `target` (`loss_bwd`, `router_fwd`, ...): the
+/// bytes become a case; any failure panics with the failure's report, which
+/// libFuzzer records as a crash. An unknown target name or a bad
+/// `BITPARITY_FUZZ_SUBJECT` ends the process with a message (exit 2): a
+/// usage error, not a finding.
+pub fn run_target(target: &str, data: &[u8]) {
+    match target_of(target) {
+        Some((op, dir)) => {
+            crate::harness::with_op(op, Target { dir, target, data });
+        }
+        None => {
+            eprintln!("bitparity fuzz: unknown target {target:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// One input of a fuzz target, for its op.
+struct Target<'a> {
+    dir: Direction,
+    target: &'a str,
+    data: &'a [u8],
+}
+
+impl OpCommand for Target<'_> {
+    type Output = ();
+    fn run<O: Harness>(self) {
+        // The subjects are chosen once per process (a fuzzer calls the
+        // target millions of times).
+        let subjects = crate::harness::per_op::<O, Vec<SubjectRef<O>>>(|| {
+            let spec = std::env::var(crate::knobs::FUZZ_SUBJECT).ok();
+            match select_subjects::<O>(spec.as_deref().map(Names::Environment)) {
+                Ok((subjects, skipped)) => {
+                    let names: Vec<String> = subjects.iter().map(|s| s.name()).collect();
+                    eprintln!("bitparity fuzz: {}: subjects {}", self.target, names.join(", "));
+                    for s in skipped {
+                        eprintln!("bitparity fuzz: skipping {} (tier B): {}", s.suite, s.reason);
+                    }
+                    subjects
+                }
+                Err(e) => {
+                    eprintln!("bitparity fuzz: {}={:?}: {e}", crate::knobs::FUZZ_SUBJECT, spec.unwrap_or_default());
+                    std::process::exit(2);
+                }
             }
+        });
+        let case = crate::harness::from_fuzz_bytes::<O>(self.data);
+        if let Some(f) = first_failure::<O>(self.dir, &case, &subjects) {
+            panic!("{}", report::<O>(self.target, &case, &f));
         }
     }
-    for step in case_steps(dir, size) {
-        if let Some(message) = finite_differences::<O>(case).failure {
-            return Some(Failure { step, subject: MPFR_SUBJECT.into(), profile: "-".into(), message });
-        }
-    }
-    None
 }
 
 /// Subject names (comma separated) and where they were given: only names

@@ -4,10 +4,11 @@
 
 use crate::gen::GenConfig;
 use crate::harness::{case_at, Harness, Planted};
-use crate::props::{applies, judge, Property, References};
+use crate::props::Property;
+use crate::runner::judge::{judge, Step, Until};
 use crate::runner::shape;
 use crate::shrink::shrink;
-use crate::subject::Subject;
+use crate::subject::SubjectRef;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -59,12 +60,10 @@ pub struct BugReport {
 
 /// The first property of `props` (in their order) that `s` fails on
 /// `case`, with its message.
-fn failing<O: Harness>(s: &dyn Subject<O>, props: &[Property], case: &O::Case) -> Option<(Property, String)> {
-    props
-        .iter()
-        .copied()
-        .filter(|&p| applies(p, s).is_ok())
-        .find_map(|p| judge(p, s, case, &mut References::default()).failure.map(|m| (p, m)))
+fn failing<O: Harness>(s: &SubjectRef<O>, props: &[Property], case: &O::Case) -> Option<(Property, String)> {
+    let steps: Vec<Step> = props.iter().map(|&p| Step::Judge(p)).collect();
+    let judged = judge::<O>(case, std::slice::from_ref(s), &steps, Until::FirstFailure);
+    judged.into_iter().find_map(|j| j.judgement.failure.map(|m| (j.step.property(), m)))
 }
 
 /// The first case that subject `s` fails by one of `props`, as (index,
@@ -73,7 +72,7 @@ fn failing<O: Harness>(s: &dyn Subject<O>, props: &[Property], case: &O::Case) -
 /// `seed`, at most `max_cases` generated before `deadline`, numbered on from
 /// the known ones. `Err` holds the number of cases tried when none failed.
 pub fn first_failure<O: Harness>(
-    s: &dyn Subject<O>,
+    s: &SubjectRef<O>,
     props: &[Property],
     known: &[(String, O::Case)],
     seed: u64,
@@ -101,7 +100,7 @@ pub fn first_failure<O: Harness>(
 /// Hunts `bug` from one seed: the first failing case, the property that
 /// caught it, and the smallest shrunk counterexample found near it.
 pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
-    let s = bug.subject.as_ref();
+    let s = &bug.subject;
     // Generated cases only: a planted bug's corpus entry would catch it at
     // once, and the selftest measures the generators.
     let Ok((first, property, _)) = first_failure(s, &HUNT, &[], seed, MAX_CASES, None, cfg) else {
@@ -119,7 +118,7 @@ pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
     candidates.sort_by_key(|(c, _)| O::size(c));
     let mut best: Option<(O::Case, Property)> = None;
     for (case, p) in candidates.into_iter().take(8) {
-        let fails = |c: &O::Case| judge(p, s, c, &mut References::default()).failure.is_some();
+        let fails = |c: &O::Case| failing(s, &[p], c).is_some();
         let small = shrink::<O>(&case, fails, crate::shrink::BUDGET);
         if best.as_ref().is_none_or(|(b, _)| O::size(&small) < O::size(b)) {
             best = Some((small, p));
@@ -136,7 +135,7 @@ pub fn hunt<O: Harness>(bug: &Planted<O>, seed: u64, cfg: &GenConfig) -> Hunt {
             message: None,
         };
     };
-    let message = judge(p, s, &small, &mut References::default()).failure;
+    let message = failing(s, &[p], &small).map(|(_, m)| m);
     Hunt {
         seed,
         cases: Some(first + 1),
@@ -225,7 +224,7 @@ mod tests {
         let cfg = GenConfig::default();
         let bugs = SeqwiseLoss::planted();
         let bug = bugs.iter().find(|b| b.name == "fma-quotient").expect("the planted bug");
-        let s = bug.subject.as_ref();
+        let s = &bug.subject;
         let path =
             concat!(env!("CARGO_MANIFEST_DIR"), "/regressions/seqwise_loss/conformance-bug-fma-quotient-2daa2736.json");
         let caught: <SeqwiseLoss as oracles::op::Op>::Case = decode_case(&read_entry(path.as_ref()).unwrap()).unwrap();

@@ -4,7 +4,8 @@
 //! libFuzzer, and the long runs (`scripts/fuzz-ci`) check the same thing.
 
 use crate::corpus::{self, decode_case, RawEntry};
-use crate::harness::op_by_name;
+use crate::harness::with_op;
+use crate::runner::replay::ReplayEntry;
 use oracles::case::hexf as hexf_text;
 use oracles::case::seqwise_loss::SeqwiseCase;
 use oracles::op::seqwise_loss::SeqwiseLoss;
@@ -16,7 +17,7 @@ use serde::Serialize;
 /// A corpus entry file, as `bitparity replay` reads it: any bytes are parsed
 /// strictly (`bitparity::corpus::parse`), the op the entry names decodes and
 /// validates its case, and a valid case is replayed through the op's
-/// `DynOp::replay` (every correct subject, the planted bug it names, MPFR for
+/// replay (every correct subject, the planted bug it names, MPFR for
 /// accuracy and gradient entries). Nothing may panic, and nothing may
 /// allocate beyond what validation bounds (`oracles::case::MAX_STORAGE`):
 /// libFuzzer's `-rss_limit_mb` / `-malloc_limit_mb` turn a violation into a
@@ -27,11 +28,9 @@ pub fn corpus_entry(data: &[u8]) {
     if entry.op == SeqwiseLoss::NAME {
         round_trips::<SeqwiseCase>(&entry);
     }
-    if let Some(op) = op_by_name(&entry.op) {
-        // Decodes, validates, and replays when valid; a broken entry is a
-        // reported result, never a panic.
-        let _ = op.replay(&entry);
-    }
+    // Decodes, validates, and replays when valid; a broken entry is a
+    // reported result, never a panic.
+    let _ = with_op(&entry.op, ReplayEntry { entry: &entry, names: &[] });
 }
 
 /// A `check --json` summary, as `merge` reads it: any bytes are parsed and

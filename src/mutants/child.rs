@@ -16,7 +16,7 @@ use super::report::Outcome;
 use super::{by_id, Mutant};
 use crate::corpus::{self, RawEntry};
 use crate::gen::GenConfig;
-use crate::harness::registry::{op_by_name, HuntError};
+use crate::harness::{with_op, Harness, OpCommand};
 use crate::props::Property;
 use crate::subject::cuda::{self, nvrtc, KernelId, HEADERS};
 use std::path::Path;
@@ -64,6 +64,80 @@ pub fn corpus_entries(root: Option<&Path>, op: &str) -> Result<Vec<(String, RawE
             corpus::read_entry(f).map(|e| (name, e)).map_err(|e| format!("{}: {e}", f.display()))
         })
         .collect()
+}
+
+/// Why a hunt ([`Hunt`]) could not run. Apart, because a mutants child
+/// counts a subject that cannot load as a kill (the mutant broke the
+/// kernel's interface) and a bad corpus entry as its own error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HuntError {
+    /// A corpus entry that is another op's, does not decode, or is invalid
+    /// (named by its file).
+    Corpus(String),
+    /// The subject cannot run here: not a CUDA subject of the op, no GPU,
+    /// or its kernels do not load.
+    Subject(String),
+}
+
+impl std::fmt::Display for HuntError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HuntError::Corpus(m) => write!(f, "corpus entry {m}"),
+            HuntError::Subject(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The first case an op's CUDA subject `subject` (`cuda`, or a library's
+/// kernel such as `cuda-tc`) fails by one of `props`: the cases of the
+/// corpus `entries` (this op's) first, then those of seed `seed`.
+/// `Ok(Err(n))` when none of `n` cases did; `Err` when the subject cannot
+/// run or an entry is not a case of this op.
+pub struct Hunt<'a> {
+    pub subject: &'a str,
+    pub props: &'a [Property],
+    pub entries: &'a [(String, RawEntry)],
+    pub seed: u64,
+    pub max_cases: u64,
+    pub deadline: Option<Instant>,
+    pub cfg: &'a GenConfig,
+}
+
+/// A hunt's verdict: the failing case (index, property, message), or the
+/// number of cases that passed.
+pub type HuntResult = Result<Result<(u64, Property, String), u64>, HuntError>;
+
+impl OpCommand for Hunt<'_> {
+    type Output = HuntResult;
+    fn run<O: Harness>(self) -> HuntResult {
+        let known = self
+            .entries
+            .iter()
+            .map(|(name, e)| {
+                if e.op != O::NAME {
+                    return Err(format!("{name}: an entry of op {:?}, not {}", e.op, O::NAME));
+                }
+                let case = corpus::case_of::<O>(e).map_err(|m| format!("{name}: {m}"))?;
+                Ok((name.clone(), case))
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(HuntError::Corpus)?;
+        let s = crate::harness::device_subject::<O>(self.subject).map_err(HuntError::Subject)?;
+        Ok(crate::selftest::first_failure(
+            &s,
+            self.props,
+            &known,
+            self.seed,
+            self.max_cases,
+            self.deadline,
+            self.cfg,
+        ))
+    }
+}
+
+/// Runs `hunt` on the op named `op`.
+fn hunt_op(op: &str, hunt: Hunt) -> HuntResult {
+    with_op(op, hunt).unwrap_or_else(|| Err(HuntError::Subject(format!("no op {op}"))))
 }
 
 /// The file name of `k`'s original machine code in the originals folder.
@@ -160,13 +234,22 @@ fn hunt(ask: &Ask) -> Result<Outcome, String> {
         let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
         // The exp check kernel is judged last, by its own check.
         let Some((name, subject)) = k.subject() else { continue };
-        let op = op_by_name(name).ok_or_else(|| format!("no op {name}"))?;
         let entries = corpus_entries(ask.corpus, name)?;
+        let hunt = Hunt {
+            subject,
+            props: ask.properties,
+            entries: &entries,
+            seed: ask.seed,
+            max_cases: ask.cases,
+            deadline,
+            cfg: &cfg,
+        };
+        let op = name;
         let name = who(name, subject);
         // A subject that cannot load (a kernel's symbol renamed, a launch
         // attribute refused) fails every `check` of the op: a kill, by load.
         // A bad corpus entry is no verdict on the mutant: the child's error.
-        let hunt = match op.hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg) {
+        let hunt = match hunt_op(op, hunt) {
             Ok(h) => h,
             Err(HuntError::Subject(message)) => {
                 return Ok(Outcome::Killed { op: name, property: "subject-load".into(), case: 0, message })
@@ -208,13 +291,23 @@ fn hunt_original(ask: &Ask, file: &str) -> Result<Outcome, String> {
         .find(|k| k.source().name == file)
         .and_then(KernelId::subject)
         .ok_or_else(|| format!("no op kernel {file:?}"))?;
-    let dynop = op_by_name(op).ok_or_else(|| format!("no op {op}"))?;
     cuda::device()?;
     println!("{HUNTING}");
     let cfg = GenConfig::from_env()?;
     let deadline = ask.seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let entries = corpus_entries(ask.corpus, op)?;
-    let hunt = dynop.hunt_cuda(subject, ask.properties, &entries, ask.seed, ask.cases, deadline, &cfg);
+    let hunt = hunt_op(
+        op,
+        Hunt {
+            subject,
+            props: ask.properties,
+            entries: &entries,
+            seed: ask.seed,
+            max_cases: ask.cases,
+            deadline,
+            cfg: &cfg,
+        },
+    );
     Ok(match hunt.map_err(|e| e.to_string())? {
         Ok((case, property, message)) => Outcome::Killed {
             op: who(op, subject),
@@ -257,23 +350,32 @@ mod tests {
     fn a_hunt_refuses_an_entry_of_another_op_or_an_invalid_case_before_any_gpu_work() {
         let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions"));
         let seqwise = corpus_entries(Some(root), "seqwise_loss").unwrap();
-        let router = op_by_name("router").unwrap();
         let cfg = GenConfig::default();
+        let hunt = |subject, entries| Hunt {
+            subject,
+            props: &HUNT,
+            entries,
+            seed: 1,
+            max_cases: 1,
+            deadline: None,
+            cfg: &cfg,
+        };
         let corpus = |e: HuntError| match e {
             HuntError::Corpus(m) => m,
             other => panic!("not the corpus's error: {other:?}"),
         };
-        let e = corpus(router.hunt_cuda("cuda", &HUNT, &seqwise[..1], 1, 1, None, &cfg).unwrap_err());
+        let e = corpus(hunt_op("router", hunt("cuda", &seqwise[..1])).unwrap_err());
         assert!(e.contains(&seqwise[0].0) && e.contains("not router"), "{e}");
         let mut bad = corpus_entries(Some(root), "router").unwrap().remove(0);
         let mut case: serde_json::Value = serde_json::from_str(bad.1.case.get()).unwrap();
         case["k"] = serde_json::json!(0);
         bad.1.case = serde_json::value::to_raw_value(&case).unwrap();
-        let e = corpus(router.hunt_cuda("cuda", &HUNT, &[bad.clone()], 1, 1, None, &cfg).unwrap_err());
+        let bad_list = [bad.clone()];
+        let e = corpus(hunt_op("router", hunt("cuda", &bad_list)).unwrap_err());
         assert!(e.contains(&bad.0) && e.contains("invalid"), "{e}");
         // A subject the op does not have: the subject's error, a kill in a
         // mutants child.
-        let e = router.hunt_cuda("cuda-tc", &HUNT, &[], 1, 1, None, &cfg).unwrap_err();
+        let e = hunt_op("router", hunt("cuda-tc", &[])).unwrap_err();
         assert!(matches!(&e, HuntError::Subject(m) if m.contains("no CUDA subject")), "{e:?}");
     }
 }

@@ -3,12 +3,15 @@
 //! hands it to the corpus, and summarises. `check`, `selftest`, the fuzz
 //! targets, `import` and `replay` all go through it.
 
+pub mod judge;
 pub mod replay;
+
+pub use judge::{Judged, Step, Until};
 
 use crate::corpus::{self, Entry, Saved};
 use crate::gen::GenConfig;
 use crate::harness::{case_at, Harness};
-use crate::props::{applies, finite_differences, judge, Judgement, Property, References, MPFR_SUBJECT};
+use crate::props::{applies, Judgement, Property, MPFR_SUBJECT};
 use crate::shrink::shrink;
 use crate::subject::{Skip, SubjectRef};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -343,31 +346,6 @@ pub fn rows_for<O: Harness>(subjects: &[SubjectRef<O>], properties: &[Property])
     rows
 }
 
-/// Judgements of one case: one per applicable (property, subject) and the
-/// finite-difference check.
-pub fn judge_case<O: Harness>(
-    case: &O::Case,
-    subjects: &[SubjectRef<O>],
-    properties: &[Property],
-) -> Vec<(RowKey, Judgement)> {
-    let mut refs = References::<O>::default();
-    let mut out = Vec::new();
-    for &p in properties {
-        for s in subjects {
-            if applies(p, s.as_ref()).is_err() {
-                continue;
-            }
-            let key = RowKey { op: O::NAME.into(), property: p, profile: profile_name(s), subject: s.name() };
-            out.push((key, judge(p, s.as_ref(), case, &mut refs)));
-        }
-        if p == Property::Gradient {
-            let key = RowKey { op: O::NAME.into(), property: p, profile: "-".into(), subject: MPFR_SUBJECT.into() };
-            out.push((key, finite_differences::<O>(case)));
-        }
-    }
-    out
-}
-
 /// The failure of `property` on `case` for the subject named `subject` (or
 /// the finite-difference check for `mpfr`): the shrinker's predicate and the
 /// stored message come from this one function.
@@ -377,11 +355,15 @@ pub fn failure_of<O: Harness>(
     case: &O::Case,
     subjects: &[SubjectRef<O>],
 ) -> Option<String> {
-    if subject == MPFR_SUBJECT {
-        return finite_differences::<O>(case).failure;
+    let (on, step) = if subject == MPFR_SUBJECT {
+        (Vec::new(), Step::FiniteDifferences)
+    } else {
+        (subjects.iter().filter(|s| s.name() == subject).take(1).cloned().collect(), Step::Judge(property))
+    };
+    if on.is_empty() && step != Step::FiniteDifferences {
+        return None;
     }
-    let s = subjects.iter().find(|s| s.name() == subject)?;
-    judge(property, s.as_ref(), case, &mut References::default()).failure
+    judge::judge::<O>(case, &on, &[step], Until::FirstFailure).into_iter().find_map(|j| j.judgement.failure)
 }
 
 /// Adds a judgement to its row.
@@ -662,6 +644,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
     // Workers pull case numbers from one counter until the case count or
     // the time budget is reached: no batch waits for its slowest case.
     let counter = AtomicU64::new(0);
+    let steps = judge::steps_of(&plan.properties);
     let shard = plan.shard.unwrap_or(Shard { index: 1, count: 1 });
     let workers = rayon::current_num_threads().max(1);
     fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -701,7 +684,10 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                 }
                 let index = plan.first_case.wrapping_add(position);
                 let case = case_at::<O>(plan.seed, index, &plan.gen);
-                let judged = judge_case::<O>(&case, subjects, &plan.properties);
+                let judged: Vec<(RowKey, Judgement)> = judge::judge::<O>(&case, subjects, &steps, Until::All)
+                    .into_iter()
+                    .map(|j| (j.key, j.judgement))
+                    .collect();
                 if crate::interrupt::hard_stop() {
                     // Cut off by a second interrupt (its subjects killed
                     // under it): neither passed nor failed, not counted.

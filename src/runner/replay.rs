@@ -4,8 +4,9 @@
 //! finite-difference check. What could not be replayed is said, per entry.
 
 use crate::corpus::{case_of, RawEntry};
-use crate::harness::{available, Harness};
-use crate::props::{applies, finite_differences, judge, Property, References, MPFR_SUBJECT};
+use crate::harness::{available, per_op, Harness, OpCommand};
+use crate::props::{Property, MPFR_SUBJECT};
+use crate::runner::judge::{judge, Step, Until};
 use crate::subject::{planted_name, AnyOrderSubject, Skip, SubjectRef, ANY_ORDER_PREFIX};
 use std::sync::Arc;
 
@@ -63,6 +64,51 @@ impl<O: Harness> Default for ReplaySubjects<O> {
     }
 }
 
+/// Replays one entry of its op (the registry's [`crate::harness::with_op`]
+/// picks the op by the entry's `op`): on the correct subjects available
+/// here (found once per process) and on the subjects the user named,
+/// `names`.
+pub struct ReplayEntry<'a> {
+    pub entry: &'a RawEntry,
+    pub names: &'a [String],
+}
+
+impl OpCommand for ReplayEntry<'_> {
+    type Output = EntryReplay;
+    fn run<O: Harness>(self) -> EntryReplay {
+        let base = per_op::<O, ReplaySubjects<O>>(ReplaySubjects::default);
+        if self.names.is_empty() {
+            return replay_entry::<O>(self.entry, &base);
+        }
+        let mut with = ReplaySubjects { subjects: base.subjects.clone(), skipped: base.skipped.clone() };
+        for n in self.names {
+            match crate::harness::resolve_named::<O>(n) {
+                Ok(s) => {
+                    for x in s {
+                        if !with.subjects.iter().any(|y| y.name() == x.name()) {
+                            with.subjects.push(x);
+                        }
+                    }
+                }
+                Err(e) => with.skipped.push(Skip { suite: n.clone(), reason: e.to_string() }),
+            }
+        }
+        replay_entry::<O>(self.entry, &with)
+    }
+}
+
+/// The correct subjects every entry of an op is replayed on here, and the
+/// suites that cannot run here.
+pub struct ReplayedOn;
+
+impl OpCommand for ReplayedOn {
+    type Output = (Vec<String>, Vec<Skip>);
+    fn run<O: Harness>(self) -> (Vec<String>, Vec<Skip>) {
+        let base = per_op::<O, ReplaySubjects<O>>(ReplaySubjects::default);
+        (base.subjects.iter().map(|s| s.name()).collect(), base.skipped.clone())
+    }
+}
+
 /// Replays `entry` (of op `O`) against every correct subject available and
 /// the planted bug it names.
 pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> EntryReplay {
@@ -76,7 +122,7 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
     };
     let mut out = EntryReplay::default();
     if entry.subject == MPFR_SUBJECT {
-        let j = finite_differences::<O>(&case);
+        let j = judge::<O>(&case, &[], &[Step::FiniteDifferences], Until::All).remove(0).judgement;
         if j.not_applicable {
             out.not_replayed
                 .push(Skip { suite: MPFR_SUBJECT.into(), reason: "no entry of the case could be checked".into() });
@@ -85,17 +131,9 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
         }
         return out;
     }
-    let mut refs = References::<O>::default();
-    for s in &with.subjects {
-        if applies(property, s.as_ref()).is_err() {
-            continue;
-        }
-        let j = judge(property, s.as_ref(), &case, &mut refs);
-        if j.not_applicable {
-            continue;
-        }
-        out.results.push(SubjectResult { subject: s.name(), must_fail: false, failure: j.failure });
-    }
+    // The subjects that judge it, each with whether it must fail (the
+    // planted bug the entry caught).
+    let mut on: Vec<(SubjectRef<O>, bool)> = with.subjects.iter().map(|s| (s.clone(), false)).collect();
     if let Some(bug) = planted_name(&entry.subject) {
         match O::planted().into_iter().find(|b| b.name == bug) {
             Some(b) => {
@@ -106,8 +144,7 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
                 } else {
                     b.subject
                 };
-                let j = judge(property, s.as_ref(), &case, &mut refs);
-                out.results.push(SubjectResult { subject: entry.subject.clone(), must_fail: true, failure: j.failure });
+                on.push((s, true));
             }
             None => {
                 let names: Vec<&str> = O::planted().iter().map(|b| b.name).collect();
@@ -124,12 +161,7 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
         // A built-in correct subject seen as claiming no profile (only run
         // when named): the entry's own must pass now. The label is resolved
         // among built-in subjects only: an entry never starts a program.
-        for s in subjects.iter().filter(|s| applies(property, s.as_ref()).is_ok()) {
-            let j = judge(property, s.as_ref(), &case, &mut refs);
-            if !j.not_applicable {
-                out.results.push(SubjectResult { subject: s.name(), must_fail: false, failure: j.failure });
-            }
-        }
+        on.extend(subjects.into_iter().map(|s| (s, false)));
     } else if !with.subjects.iter().any(|s| s.name() == entry.subject) {
         // The subject that failed (cuda, say) cannot run here, or is not
         // among the subjects this replay was asked to run.
@@ -140,6 +172,15 @@ pub fn replay_entry<O: Harness>(entry: &RawEntry, with: &ReplaySubjects<O>) -> E
             .map(|s| s.reason.clone())
             .unwrap_or_else(|| not_here::<O>(&entry.subject));
         out.not_replayed.push(Skip { suite: entry.subject.clone(), reason });
+    }
+    let subjects: Vec<SubjectRef<O>> = on.iter().map(|(s, _)| s.clone()).collect();
+    for j in judge::<O>(&case, &subjects, &[Step::Judge(property)], Until::All) {
+        let must_fail = on.iter().any(|(s, m)| *m && s.name() == j.key.subject);
+        if j.judgement.not_applicable && !must_fail {
+            continue;
+        }
+        let subject = if must_fail { entry.subject.clone() } else { j.key.subject };
+        out.results.push(SubjectResult { subject, must_fail, failure: j.judgement.failure });
     }
     out
 }
