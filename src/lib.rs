@@ -9,6 +9,7 @@
 //! calls from its own `cargo test`; [`exec`] makes any program that speaks
 //! its protocol (a PyTorch kernel, say) a subject.
 
+pub mod app;
 pub mod corpus;
 pub mod devices;
 pub mod escape;

@@ -13,7 +13,7 @@
 //! merged summary lists every ordinal used.
 
 use crate::gen::GenConfig;
-use crate::harness::op_by_name;
+use crate::harness::registry::{with_op, ClassNames, OPS};
 use crate::knobs;
 use crate::report::{JsonReport, JsonRow, RunPlan, RunReport};
 use crate::runner::{DimCounts, FailureRecord, OpSummary, RowKey, RowStats, Shard};
@@ -68,7 +68,8 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
     let shard = whole_or_coarser(&seen, count)?;
     let mut ops = Vec::new();
     for (i, op) in first.ops.iter().enumerate() {
-        let dyn_op = op_by_name(&op.op).ok_or_else(|| format!("{first_name}: unknown op {:?}", op.op))?;
+        let order =
+            with_op(&op.op, ClassNames).ok_or_else(|| format!("{first_name}: unknown op {:?}", op.op))?;
         let mut summary = OpSummary { op: op.op.clone(), ..Default::default() };
         let mut classes: BTreeMap<String, u64> = BTreeMap::new();
         let mut failures: BTreeMap<(String, String, String), FailureRecord> = BTreeMap::new();
@@ -110,7 +111,6 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
             }
         }
         // The class order of the op's own list, as the unsharded table shows it.
-        let order = dyn_op.class_names();
         let mut listed: Vec<(String, u64)> = classes.into_iter().collect();
         listed.sort_by_key(|(c, _)| order.iter().position(|o| o == c).unwrap_or(usize::MAX));
         summary.classes = listed;
@@ -283,7 +283,7 @@ pub fn check_summary(r: &JsonReport) -> Result<(), String> {
     }
     let mut names: Vec<&str> = Vec::new();
     for o in &r.ops {
-        if op_by_name(&o.op).is_none() {
+        if !OPS.contains(&o.op.as_str()) {
             return Err(format!("an op {:?} this bitparity does not have", visible(&o.op)));
         }
         if names.contains(&o.op.as_str()) {

@@ -5,14 +5,14 @@
 //! entry is still replayed.
 
 use bitparity::corpus;
-use bitparity::harness::{op_by_name, ops};
+use bitparity::harness::{with_op, OPS};
+use bitparity::runner::replay::{ReplayEntry, ReplayedOn};
 use std::path::Path;
 
 #[test]
 fn corpus_replays() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions");
-    let names: Vec<&str> = ops().iter().map(|o| o.name()).collect();
-    let (files, problems) = corpus::list(&root, &names).unwrap_or_else(|e| panic!("the corpus cannot be listed: {e}"));
+    let (files, problems) = corpus::list(&root, &OPS).unwrap_or_else(|e| panic!("the corpus cannot be listed: {e}"));
     let mut bad: Vec<String> = problems.iter().map(|(p, why)| format!("{}: {why}", p.display())).collect();
     let mut judged = 0;
     for path in &files {
@@ -23,11 +23,10 @@ fn corpus_replays() {
                 continue;
             }
         };
-        let Some(op) = op_by_name(&entry.op) else {
+        let Some(r) = with_op(&entry.op, ReplayEntry { entry: &entry, names: &[] }) else {
             bad.push(format!("{}: unknown op {:?}", path.display(), entry.op));
             continue;
         };
-        let r = op.replay(&entry);
         for s in &r.not_replayed {
             // Reported in the test output, never counted as passed.
             println!("NOT REPLAYED {} on {}: {}", path.display(), s.suite, s.reason);
@@ -46,8 +45,8 @@ fn corpus_replays() {
             ));
         }
     }
-    for o in ops() {
-        for s in o.replay_skips() {
+    for o in OPS {
+        for s in with_op(o, ReplayedOn).map(|(_, skipped)| skipped).unwrap_or_default() {
             println!("SKIPPED replay on {}: {}", s.suite, s.reason);
         }
     }

@@ -6,7 +6,7 @@
 //! crashes a target fails here too.
 
 use bitparity::fuzzing::files;
-use bitparity::harness::registry::run_fuzz_target;
+use bitparity::fuzzing::run_target;
 use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use std::path::Path;
@@ -34,7 +34,7 @@ fn run(target: &str, data: &[u8]) {
         "hexf" => files::hexf(data),
         "summary" => files::summary(data),
         "config" => files::config(data),
-        op_target => run_fuzz_target(op_target, data),
+        op_target => run_target(op_target, data),
     }
 }
 

@@ -154,7 +154,8 @@ fn an_entry_naming_a_program_starts_nothing() {
         let mut e = real_entry();
         e["subject"] = serde_json::json!(label);
         let entry = bitparity::corpus::parse(serde_json::to_string(&e).unwrap().as_bytes()).unwrap();
-        let r = bitparity::harness::op_by_name("seqwise_loss").unwrap().replay(&entry);
+        let replay = bitparity::runner::replay::ReplayEntry { entry: &entry, names: &[] };
+        let r = bitparity::harness::with_op("seqwise_loss", replay).unwrap();
         assert!(r.judged() && r.ok(), "{label}: {r:?}");
         // Not judged on the label (no bitparity.toml is loaded in this
         // process: "mine" is a name it does not know).

@@ -5,7 +5,7 @@
 //! Subjects: `BITPARITY_FUZZ_SUBJECT` (docs/fuzzing.md).
 #![no_main]
 
-use bitparity::harness::registry::run_fuzz_target;
+use bitparity::fuzzing::run_target;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| run_fuzz_target("loss_fwd", data));
+fuzz_target!(|data: &[u8]| run_target("loss_fwd", data));

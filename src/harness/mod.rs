@@ -21,7 +21,7 @@ pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
 
-pub use registry::{op_by_name, ops, DynOp};
+pub use registry::{with_op, OpCommand, OPS};
 
 use crate::gen::GenConfig;
 use crate::subject::{AnyOrderSubject, Available, ProfileOracle, Skip, SubjectRef, ANY_ORDER_PREFIX};
@@ -120,6 +120,28 @@ pub trait Harness: Op + crate::exec::Wire {
     }
     /// The op's planted bugs.
     fn planted() -> Vec<Planted<Self>>;
+}
+
+/// A value of type `T` made once per process for op `O` (`init` runs on
+/// first use): what a command reuses from call to call, such as the
+/// subjects a fuzz target or a replay judges with.
+pub fn per_op<O: Harness, T: Send + Sync + 'static>(init: impl FnOnce() -> T) -> Arc<T> {
+    use std::any::{Any, TypeId};
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    type Cache = HashMap<(TypeId, TypeId), Arc<dyn Any + Send + Sync>>;
+    static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+    let key = (TypeId::of::<O>(), TypeId::of::<T>());
+    let cached = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&key).cloned());
+    if let Some(v) = cached.and_then(|v| v.downcast::<T>().ok()) {
+        return v;
+    }
+    // Made without the lock held (making it may take a while, or reach
+    // another op's value); the first value stored is the one kept.
+    let made: Arc<dyn Any + Send + Sync> = Arc::new(init());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = cache.get_or_insert_with(HashMap::new).entry(key).or_insert(made).clone();
+    kept.downcast::<T>().unwrap_or_else(|_| unreachable!("the cache holds a T under T's key"))
 }
 
 /// Rows and values per row a case's compact description shows (the corpus
