@@ -20,10 +20,10 @@ use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::router::{probe, CudaRouter};
 use bitparity::subject::SubjectError;
 use oracles::case::router::{FusedLoss, RouterCase};
-use oracles::case::seqwise_loss::ClampTie;
 use oracles::case::Layout;
 use oracles::op::{self, router::Router, Op};
 use oracles::profile::router::RouterProfile;
+use oracles::vocab::ClampTie;
 
 const SHAPES: [(usize, usize, usize, usize, usize); 3] =
     [(4096, 256, 8, 4, 8), (65536, 256, 8, 4, 8), (4096, 160, 8, 3, 6)];

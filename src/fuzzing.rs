@@ -20,8 +20,8 @@ pub mod files;
 
 use crate::harness::{available, resolve, resolve_named, Harness, OpCommand, ResolveError};
 use crate::props::{Property, MPFR_SUBJECT};
-use crate::runner::judge::{judge, Until};
 pub use crate::runner::judge::Step;
+use crate::runner::judge::{judge, Until};
 use crate::runner::shape;
 use crate::subject::{Skip, SubjectRef};
 use std::fmt::Write as _;

@@ -68,8 +68,7 @@ pub fn merge(parts: &[(String, JsonReport)]) -> Result<RunReport, String> {
     let shard = whole_or_coarser(&seen, count)?;
     let mut ops = Vec::new();
     for (i, op) in first.ops.iter().enumerate() {
-        let order =
-            with_op(&op.op, ClassNames).ok_or_else(|| format!("{first_name}: unknown op {:?}", op.op))?;
+        let order = with_op(&op.op, ClassNames).ok_or_else(|| format!("{first_name}: unknown op {:?}", op.op))?;
         let mut summary = OpSummary { op: op.op.clone(), ..Default::default() };
         let mut classes: BTreeMap<String, u64> = BTreeMap::new();
         let mut failures: BTreeMap<(String, String, String), FailureRecord> = BTreeMap::new();

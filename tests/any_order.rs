@@ -187,7 +187,8 @@ fn a_clamp_tie_either_branch_may_take_is_counted_not_passed() {
     // around eps: as far as the analysis knows, a subject may find it on
     // either side of the Strict gate, so nothing is judged and the
     // outputs are counted undetermined.
-    use oracles::case::seqwise_loss::{Objective, SeqwiseCase, EPS};
+    use oracles::case::seqwise_loss::{Objective, SeqwiseCase};
+    use oracles::vocab::EPS;
     let a = 2f32.powi(-41);
     let b = EPS - a;
     let mut case = SeqwiseCase::dense(1, 3, vec![a, b, 2f32.powi(-70)], Objective::ProvidedMap { map: vec![true; 3] });

@@ -19,10 +19,11 @@ use bitparity::knobs;
 use bitparity::props::{applies, conformance, judge, Property, References};
 use bitparity::subject::{SubjectError, SubjectRef};
 use oracles::case::router::{FusedLoss, RouterCase};
-use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS};
+use oracles::case::seqwise_loss::{Layout, Objective, SeqwiseCase};
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::op::shared_expert::SharedExpert;
+use oracles::vocab::{ClampTie, EPS};
 
 type Outcome = Result<(), String>;
 

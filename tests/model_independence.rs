@@ -29,9 +29,9 @@ const ALLOWED: &[&str] = &[
     "oracles::case::seqwise_loss::SeqwiseBackward",
     "oracles::case::seqwise_loss::SeqwiseError",
     "oracles::case::seqwise_loss::Objective",
-    "oracles::case::seqwise_loss::ClampTie",
-    "oracles::case::seqwise_loss::EPS",
-    "oracles::case::seqwise_loss::EPS2",
+    "oracles::vocab::ClampTie",
+    "oracles::vocab::EPS",
+    "oracles::vocab::EPS2",
     "oracles::case::router::RouterCase",
     "oracles::case::router::RouterForward",
     "oracles::case::router::RouterBackward",
@@ -293,8 +293,14 @@ fn every_model_file_is_checked() {
 fn the_check_catches_what_it_must() {
     let caught = |src: &str| !violations(src).0.is_empty();
     // Shared computation, however it is reached.
-    assert!(caught("use oracles::case::seqwise_loss::{topk_order, SeqwiseCase};"));
-    assert!(caught("use oracles::case::seqwise_loss::{SeqwiseCase, top_k as pick};"));
+    assert!(caught(
+        "use oracles::vocab::topk_order;
+use oracles::case::seqwise_loss::SeqwiseCase;"
+    ));
+    assert!(caught(
+        "use oracles::vocab::top_k as pick;
+use oracles::case::seqwise_loss::SeqwiseCase;"
+    ));
     assert!(caught("use oracles::profile_oracle::seqwise_loss::sgn;"));
     assert!(caught("let q = oracles::profile_oracle::seqwise_loss::sgn(x);"));
     assert!(caught("let q = self.profile.q.reduce(&terms);"));
@@ -314,7 +320,10 @@ fn the_check_catches_what_it_must() {
     assert!(caught("let v = x.round_bf16();"));
     // What a model may do.
     assert!(!caught("use oracles::{order::ReductionOrder, expf::exp_f32};\nlet y = oracles::expf::exp_f32(x);"));
-    assert!(!caught("use oracles::case::seqwise_loss::{\n    ClampTie, Objective as Obj, EPS,\n};"));
+    assert!(!caught(
+        "use oracles::case::seqwise_loss::Objective as Obj;
+use oracles::vocab::{\n    ClampTie, EPS, \n};"
+    ));
     assert!(!caught("match o { oracles::order::ReductionOrder::Serial => 1, _ => 2 }"));
     assert!(!caught("use super::{sign_factor, Sum};\nuse crate::planted::RouterBug;"));
     assert!(!caught("// sgn(s) * r, as the oracle's reduce does\nlet x = 1; /* top_k */"));

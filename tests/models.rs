@@ -13,12 +13,13 @@ use bitparity::gen::seqwise_loss::{generate, GenConfig};
 use bitparity::model::{ModelError, RouterModel, SeqwiseModel};
 use bitparity::planted::{RouterBug, SeqwiseBug};
 use oracles::case::router::{FusedLoss, RouterBackward, RouterCase, RouterForward};
-use oracles::case::seqwise_loss::{ClampTie, Layout, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
+use oracles::case::seqwise_loss::{Layout, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::order::ReductionOrder::{self, Butterfly, Serial};
 use oracles::profile::router::RouterProfile;
 use oracles::profile::seqwise_loss::SeqwiseProfile;
 use oracles::profile_oracle::seqwise_loss as oracle;
 use oracles::same_bits;
+use oracles::vocab::ClampTie;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 
 /// Generated cases per profile in the conformance test.
@@ -129,7 +130,8 @@ fn seqwise_model_matches_the_oracle_on_other_supported_orders() {
 fn seqwise_model_matches_the_oracle_on_hand_cases() {
     // Signed zeros, NaN among the top-k, a clamp tie, padding poisoned,
     // an offset and a stride: the classes the generator mixes, one each.
-    use oracles::case::seqwise_loss::{Objective, EPS};
+    use oracles::case::seqwise_loss::Objective;
+    use oracles::vocab::EPS;
     let nan = f32::NAN;
     let cases = [
         SeqwiseCase::dense(1, 4, vec![-0.0, 0.0, nan, 0.5], Objective::UnbiasedTopK { k: 2 }),

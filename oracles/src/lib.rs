@@ -31,6 +31,7 @@ pub mod padding;
 pub mod profile;
 pub mod profile_oracle;
 pub mod undecided;
+pub mod vocab;
 
 /// Bitwise equality of two f32 results as
 /// docs/ops/README.md#rules-every-profile-keeps defines it: bits must match

@@ -6,7 +6,7 @@
 
 use oracles::any_order::AnyOrder;
 use oracles::case::router::{FusedLoss, RouterCase};
-use oracles::case::seqwise_loss::{ClampTie, Objective, SeqwiseCase};
+use oracles::case::seqwise_loss::{Objective, SeqwiseCase};
 use oracles::case::Layout;
 use oracles::mpfr::reference::{exact_forward_under, BackwardReference, ForwardReference};
 use oracles::op::router::Router;
@@ -15,6 +15,7 @@ use oracles::op::{backward_under, forward_under, Op};
 use oracles::padding::PaddingRule::{self, Mask, Skip};
 use oracles::profile::router::RouterProfile;
 use oracles::profile::seqwise_loss::SeqwiseProfile;
+use oracles::vocab::ClampTie;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()

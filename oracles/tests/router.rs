@@ -6,7 +6,6 @@
 //! written in this file, or from a hand derivation.
 
 use oracles::case::router::{FusedLoss, RouterCase};
-use oracles::case::seqwise_loss::{ClampTie, EPS};
 use oracles::case::Layout;
 use oracles::expf::exp_f32;
 use oracles::mpfr::reference::{exact_backward, exact_forward, BackwardReference, ForwardReference};
@@ -17,6 +16,7 @@ use oracles::op::router::Router;
 use oracles::op::{backward, forward, Op};
 use oracles::profile::router::RouterProfile;
 use oracles::profile_oracle::router::{backward_on, forward_on};
+use oracles::vocab::{ClampTie, EPS};
 use std::time::Instant;
 
 mod common;

@@ -8,7 +8,12 @@ use crate::fsio::{check_writable, read_capped};
 use crate::merge;
 use std::path::PathBuf;
 
-pub(super) fn run(files: &[PathBuf], json: Option<PathBuf>, markdown: Option<PathBuf>, html: Option<PathBuf>) -> Outcome {
+pub(super) fn run(
+    files: &[PathBuf],
+    json: Option<PathBuf>,
+    markdown: Option<PathBuf>,
+    html: Option<PathBuf>,
+) -> Outcome {
     for p in json.iter().chain(&markdown).chain(&html) {
         check_writable(p)?;
     }

@@ -152,8 +152,10 @@ pub fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Check(args) => check::run(args),
-        Command::Replay { path, op, subject, label, config } => crate::harness::registry::load_config(config.as_deref())
-            .and_then(|()| replay::run(&path, op.as_deref(), &subject, label.as_deref())),
+        Command::Replay { path, op, subject, label, config } => {
+            crate::harness::registry::load_config(config.as_deref())
+                .and_then(|()| replay::run(&path, op.as_deref(), &subject, label.as_deref()))
+        }
         Command::Selftest { op, json, seed } => selftest::run(op.as_deref(), json, &seed),
         Command::Import { artifact, subject, target, corpus } => import::run(&artifact, subject, target, &corpus),
         Command::Merge { summaries, json, markdown, html } => merge::run(&summaries, json, markdown, html),

@@ -168,8 +168,7 @@ pub(super) fn run(a: MutantsArgs) -> Outcome {
     } else if a.compile_only {
         let mutants: Vec<_> = chosen.into_iter().filter(|(_, run)| *run).map(|(m, _)| m).collect();
         eprintln!("compiling {} mutants with NVRTC's front end on {jobs} threads...", mutants.len());
-        header =
-            format!("{} mutants, NVRTC front end only ({})", mutants.len(), crate::subject::cuda::nvrtc::CI_ARCH);
+        header = format!("{} mutants, NVRTC front end only ({})", mutants.len(), crate::subject::cuda::nvrtc::CI_ARCH);
         campaign::compile_only(mutants, jobs, &triage)?
     } else {
         let devices = match &a.devices {

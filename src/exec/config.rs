@@ -16,7 +16,7 @@
 //! or one that shadows a built-in subject is an error naming the file, never
 //! a silently different subject.
 
-use oracles::case::seqwise_loss::ClampTie;
+use oracles::vocab::ClampTie;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

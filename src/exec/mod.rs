@@ -20,9 +20,9 @@ pub mod shared_expert;
 
 use crate::subject::ResolveError;
 use crate::subject::{Subject, SubjectError, SubjectKind, SubjectRef};
-use oracles::case::seqwise_loss::ClampTie;
 use oracles::op::{Op, Profile};
 use oracles::padding::PaddingRule;
+use oracles::vocab::ClampTie;
 use process::{Broken, Buffer, Child, Expected, Hello, Refusal, Request, Spawn};
 use serde_json::{Map, Value};
 use std::any::Any;

@@ -13,7 +13,7 @@
 //! then the raw buffers the header lists) and checks their sizes against
 //! what the caller expects before allocating anything.
 
-use oracles::case::seqwise_loss::ClampTie;
+use oracles::vocab::ClampTie;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Write};

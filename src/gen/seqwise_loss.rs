@@ -13,8 +13,9 @@
 
 use super::common::{edge_t, is_prime, pick, simpler, simplifications, wide};
 use crate::knobs::Shapes;
-use oracles::case::seqwise_loss::{ClampTie, Layout, Objective, SeqwiseCase, EPS, MAX_OFFSET};
+use oracles::case::seqwise_loss::{Layout, Objective, SeqwiseCase, MAX_OFFSET};
 use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_TOKEN_CHUNK};
+use oracles::vocab::{ClampTie, EPS};
 use proptest::prelude::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -314,7 +315,7 @@ fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, e: usize, k: usize)
                     row.iter_mut().enumerate().filter(|(n, _)| *n != i && *n != j).for_each(|(_, x)| *x = 0.0);
                     if e >= 3 {
                         let m = (0..e).find(|n| *n != i && *n != j).unwrap_or(0);
-                        row[m] = -oracles::case::seqwise_loss::EPS2;
+                        row[m] = -oracles::vocab::EPS2;
                     }
                 }
             } else {

@@ -15,7 +15,7 @@
 use super::{pick_top, sign_factor, top_two, ModelError, Scan, Strided, Sum, POISON};
 use crate::planted::RouterBug;
 use oracles::case::router::{RouterBackward, RouterCase, RouterForward};
-use oracles::case::seqwise_loss::{ClampTie, EPS};
+use oracles::vocab::{ClampTie, EPS};
 // The one computational leaf shared with the oracles: the correctly rounded exp
 // that docs/ops/README.md#the-correctly-rounded-exp requires of every
 // implementation (kernels included). It is not the oracle's formula code but a

@@ -10,8 +10,9 @@
 
 use super::{pick_top, sign_factor, ModelError, Scan, Strided, Sum, POISON};
 use crate::planted::SeqwiseBug;
-use oracles::case::seqwise_loss::{ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward, EPS, EPS2};
+use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_LANES};
+use oracles::vocab::{ClampTie, EPS, EPS2};
 
 /// The kernel model of a profile, with or without a planted bug.
 #[derive(Clone, Debug, PartialEq)]

@@ -123,15 +123,7 @@ impl OpCommand for Hunt<'_> {
             .collect::<Result<Vec<_>, String>>()
             .map_err(HuntError::Corpus)?;
         let s = crate::harness::device_subject::<O>(self.subject).map_err(HuntError::Subject)?;
-        Ok(crate::selftest::first_failure(
-            &s,
-            self.props,
-            &known,
-            self.seed,
-            self.max_cases,
-            self.deadline,
-            self.cfg,
-        ))
+        Ok(crate::selftest::first_failure(&s, self.props, &known, self.seed, self.max_cases, self.deadline, self.cfg))
     }
 }
 

@@ -72,7 +72,9 @@ pub fn row_key<O: Harness>(step: Step, s: Option<&SubjectRef<O>>) -> RowKey {
             profile: s.profile().map(|p| p.name().to_string()).unwrap_or_else(|| "-".into()),
             subject: s.name(),
         },
-        None => RowKey { op: O::NAME.into(), property: step.property(), profile: "-".into(), subject: MPFR_SUBJECT.into() },
+        None => {
+            RowKey { op: O::NAME.into(), property: step.property(), profile: "-".into(), subject: MPFR_SUBJECT.into() }
+        }
     }
 }
 

@@ -3,9 +3,9 @@
 
 pub mod cuda;
 
-use oracles::case::seqwise_loss::ClampTie;
 use oracles::op::{self, Op};
 use oracles::padding::PaddingRule;
+use oracles::vocab::ClampTie;
 use std::fmt;
 use std::sync::Arc;
 use thiserror::Error;

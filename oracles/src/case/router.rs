@@ -4,13 +4,10 @@
 //! backward, optionally fused with the `seqwise_loss` gradient of its own
 //! scores. The case, its validation and its outputs.
 
-use super::seqwise_loss::ClampTie;
 use super::{Layout, MAX_OFFSET};
+use crate::vocab::{ClampTie, MAX_COUNT};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-
-/// Selections are counted exactly in f32: T x k at most 2^24.
-pub const MAX_COUNT: usize = 1 << 24;
 
 /// The `seqwise_loss` gradient fused into the router's backward (ProvidedMap
 /// objective, the map being this router's choice, padding the router's).

@@ -1,16 +1,9 @@
 //! `seqwise_loss` (docs/ops/seqwise_loss.md): the DeepSeek-V3 microbatch-wise
 //! load-balance loss. The case, its validation and its outputs.
 
+use crate::vocab::{top_k, ClampTie, MAX_COUNT};
 use serde::{Deserialize, Serialize};
-use std::cmp::Ordering;
 use thiserror::Error;
-
-/// eps = 1e-12 as f32 (0x2B8CBCCC): the clamp of the L1 norm and of C.
-pub const EPS: f32 = 1e-12;
-/// eps2 = 1e-20 as f32: added to the plain row sum of the unbiased objective.
-pub const EPS2: f32 = 1e-20;
-/// Counts are exact integers in f32 up to 2^24; larger C would round.
-pub const MAX_COUNT: usize = 1 << 24;
 
 /// How the routing map and the row normalisation are defined.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,32 +15,6 @@ pub enum Objective {
     /// The map is the top-k of each valid row's own scores (ties to the lower
     /// expert index, NaN above every number); rows normalised by sum + eps2.
     UnbiasedTopK { k: usize },
-}
-
-/// Which side of the clamp tie n == eps passes the backward's gradient gate.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClampTie {
-    /// gate = n > eps (PyTorch >= 2.15).
-    #[default]
-    Strict,
-    /// gate = n >= eps (PyTorch <= 2.11).
-    Inclusive,
-}
-
-impl ClampTie {
-    /// Its name in corpus entries, on the wire and in `bitparity.toml`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ClampTie::Strict => "strict",
-            ClampTie::Inclusive => "inclusive",
-        }
-    }
-
-    /// The rule a name stands for.
-    pub fn by_name(name: &str) -> Option<ClampTie> {
-        [ClampTie::Strict, ClampTie::Inclusive].into_iter().find(|t| t.name() == name)
-    }
 }
 
 pub use super::{Layout, MAX_OFFSET};
@@ -204,23 +171,6 @@ impl SeqwiseCase {
         }
         map
     }
-}
-
-/// The selection order of top-k: NaN above every number, then larger values,
-/// then (ties, -0.0 == +0.0 included) the lower index first.
-pub fn topk_order(a: (usize, f32), b: (usize, f32)) -> Ordering {
-    let rank = |x: f32| if x.is_nan() { (1, 0.0) } else { (0, x) };
-    let (ra, rb) = (rank(a.1), rank(b.1));
-    rb.0.cmp(&ra.0).then(rb.1.partial_cmp(&ra.1).unwrap_or(Ordering::Equal)).then(a.0.cmp(&b.0))
-}
-
-/// The indices of the k largest values under [`topk_order`], ascending.
-pub fn top_k(row: &[f32], k: usize) -> Vec<usize> {
-    let mut idx: Vec<(usize, f32)> = row.iter().copied().enumerate().collect();
-    idx.sort_by(|&a, &b| topk_order(a, b));
-    let mut chosen: Vec<usize> = idx.iter().take(k).map(|p| p.0).collect();
-    chosen.sort_unstable();
-    chosen
 }
 
 /// Forward outputs: `raw`, the per-expert counts c_e and frequencies f_e.

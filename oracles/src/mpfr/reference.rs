@@ -503,7 +503,7 @@ mod tests {
         // 2^100, and D comes out as an inexact zero: raw as NaN.
         let pow2 =
             |e: i32| if e >= -126 { f32::from_bits(((127 + e) as u32) << 23) } else { f32::from_bits(1 << (149 + e)) };
-        let scores = vec![pow2(100), pow2(-140), -pow2(100), -crate::case::seqwise_loss::EPS2];
+        let scores = vec![pow2(100), pow2(-140), -pow2(100), -crate::vocab::EPS2];
         let case = SeqwiseCase::dense(1, 4, scores, Objective::UnbiasedTopK { k: 1 });
         let exact = exact_forward::<SeqwiseLoss>(&case, None).unwrap();
         assert_eq!(exact.undetermined, 0);
@@ -520,7 +520,7 @@ mod tests {
         // a_2 (-inf) = 0 (-inf) is NaN, so every q_t and every grad_tk is
         // NaN: determined by the operands (their signs are certain), not
         // undetermined, and settled at the first precision.
-        let eps2 = crate::case::seqwise_loss::EPS2;
+        let eps2 = crate::vocab::EPS2;
         let scores = vec![1.0, -1.0, -eps2, -1.0, 1.0, -eps2, 1.0, -1.0, -eps2];
         let case = SeqwiseCase::dense(3, 3, scores, Objective::UnbiasedTopK { k: 1 });
         let exact = exact_backward::<SeqwiseLoss>(&case, None).unwrap();

@@ -83,10 +83,10 @@
 use super::interval::{lower_abs, upper_abs, Iv};
 use super::{with_precision, Exact};
 use crate::case::router::{RouterCase, RouterError};
-use crate::case::seqwise_loss::{EPS, EPS2};
 use crate::op::GradientCheck;
 use crate::profile::router::RouterProfile;
 use crate::profile_oracle::router::backward_on;
+use crate::vocab::{EPS, EPS2};
 use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;

@@ -6,12 +6,13 @@
 
 use super::{with_precision, Bound, Exact};
 use crate::case::seqwise_loss::SeqwiseError;
-use crate::case::seqwise_loss::{Objective, SeqwiseCase, EPS, EPS2};
+use crate::case::seqwise_loss::{Objective, SeqwiseCase};
 use crate::num::Num;
 use crate::op::GradientCheck;
 use crate::padding::PaddingRule;
 use crate::profile::seqwise_loss::SeqwiseProfile;
 use crate::profile_oracle::seqwise_loss::{backward_unchecked, forward_unchecked};
+use crate::vocab::{EPS, EPS2};
 use rug::float::Round;
 use rug::Float;
 use std::cmp::Ordering;
@@ -251,10 +252,10 @@ mod tests {
         let wide = Exact::new(Float::with_val(FD_PREC, 1.5), Bound::from_f64(0.25));
         assert!(!breaks_criterion(&d1, &d2, &wide));
     }
-    use crate::case::seqwise_loss::ClampTie;
     use crate::mpfr::reference::{exact_forward, BackwardReference, ForwardReference};
     use crate::op::seqwise_loss::SeqwiseLoss;
     use crate::profile_oracle::seqwise_loss::{backward, backward_on, forward};
+    use crate::vocab::ClampTie;
 
     fn sample_case(objective: Objective) -> SeqwiseCase {
         let scores = vec![0.9, 0.1, 0.4, 0.3, 0.05, 0.7, 0.2, 0.6, 0.33, 0.25, 0.125, 0.8];

@@ -11,10 +11,10 @@ pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
 
-use crate::case::seqwise_loss::ClampTie;
 use crate::num::Num;
 use crate::padding::PaddingRule;
 use crate::undecided::Tracked;
+use crate::vocab::ClampTie;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;

@@ -2,12 +2,12 @@
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
 use crate::case::router::{FusedLoss, RouterBackward, RouterCase, RouterError, RouterForward};
-use crate::case::seqwise_loss::ClampTie;
 use crate::mpfr::router::{check_gradient, gradient_entries};
 use crate::num::Num;
 use crate::padding::PaddingRule;
 use crate::profile::router::RouterProfile;
 use crate::profile_oracle::router::{self as oracle, RouterDecisions};
+use crate::vocab::ClampTie;
 
 /// TorchTitan's DeepSeek-V3 router after the gate matmul, optionally fused
 /// with the `seqwise_loss` gradient of its own scores.

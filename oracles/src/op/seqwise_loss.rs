@@ -1,12 +1,13 @@
 //! `seqwise_loss` (docs/ops/seqwise_loss.md) as an [`Op`].
 
 use super::{GradientCheck, Group, Op, Rows, Run, Values};
-use crate::case::seqwise_loss::{ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
+use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
 use crate::mpfr::seqwise_loss::{check_gradient, gradient_entries};
 use crate::num::Num;
 use crate::padding::PaddingRule;
 use crate::profile::seqwise_loss::SeqwiseProfile;
 use crate::profile_oracle::seqwise_loss::{self as oracle, Decisions};
+use crate::vocab::ClampTie;
 
 /// The DeepSeek-V3 microbatch-wise load-balance loss.
 pub struct SeqwiseLoss;

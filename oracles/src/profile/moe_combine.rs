@@ -4,8 +4,8 @@
 //! to bf16 at the end. The dispatch, x_disp and dx_exp have no sum: they
 //! are the same in every profile.
 
-use super::seqwise_loss::ANY_ORDER;
 use crate::order::ReductionOrder::{self, Serial};
+use crate::vocab::ANY_ORDER;
 use serde::{Deserialize, Serialize};
 
 /// The order in which the kept choices of one token are listed for the

@@ -35,7 +35,7 @@ impl RouterProfile {
     /// [`SeqwiseProfile::any_order`]).
     pub fn any_order() -> Self {
         RouterProfile {
-            name: super::seqwise_loss::ANY_ORDER.into(),
+            name: crate::vocab::ANY_ORDER.into(),
             norm: ReductionOrder::Any,
             q: ReductionOrder::Any,
             loss: SeqwiseProfile::any_order(),

@@ -1,6 +1,7 @@
 //! Profiles of `seqwise_loss`: the order of each of its four sums.
 
 use crate::order::ReductionOrder::{self, Butterfly, Serial};
+use crate::vocab::ANY_ORDER;
 use serde::{Deserialize, Serialize};
 
 /// Threads that share one row in the CUDA kernels: one warp.
@@ -8,9 +9,6 @@ pub const GPU_LANES: usize = 32;
 /// Tokens per chunk of the token sums in the CUDA kernels. A constant of the
 /// profile: it never depends on T, the SM count or the device.
 pub const GPU_TOKEN_CHUNK: usize = 64;
-
-/// The name of every op's profile whose sums are all [`ReductionOrder::Any`].
-pub const ANY_ORDER: &str = "any-order";
 
 /// The order of every sum `seqwise_loss` performs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -78,7 +78,7 @@ impl SharedExpertProfile {
     /// choices alike. Not a shipped profile: no subject claims it.
     pub fn any_order() -> Self {
         use ReductionOrder::Any;
-        SharedExpertProfile { name: super::seqwise_loss::ANY_ORDER.into(), z: Any, y: Any, dh: Any, dx: Any, mma: None }
+        SharedExpertProfile { name: crate::vocab::ANY_ORDER.into(), z: Any, y: Any, dh: Any, dx: Any, mma: None }
     }
 
     /// Every shipped profile.

@@ -9,11 +9,11 @@
 
 use super::seqwise_loss::{frequencies_of, l1_denominator, row_gradient, Decisions};
 use crate::case::router::{RouterBackward, RouterCase, RouterError, RouterForward};
-use crate::case::seqwise_loss::EPS2;
 use crate::num::Num;
 use crate::op::Run;
 use crate::padding::{masked, PaddingRule};
 use crate::profile::router::RouterProfile;
+use crate::vocab::EPS2;
 use std::cmp::Ordering;
 
 /// The discrete decisions of `router`, per token: what the profile decided on
@@ -300,11 +300,11 @@ mod tests {
     //! the bias sets the order.
     use super::*;
     use crate::case::router::FusedLoss;
-    use crate::case::seqwise_loss::ClampTie;
     use crate::case::Layout;
     use crate::num::Bounded;
     use crate::op::router::Router;
     use crate::op::{backward, forward};
+    use crate::vocab::ClampTie;
 
     fn case(e: usize, groups: usize, topk_groups: usize, k: usize, logits: Vec<f32>, bias: Vec<f32>) -> RouterCase {
         let t = logits.len() / e;

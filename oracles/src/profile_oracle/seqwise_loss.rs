@@ -1,12 +1,11 @@
 //! `seqwise_loss` forward and backward, exactly as docs/ops/seqwise_loss.md
 //! associates each formula, with every sum in the order its profile names.
 
-use crate::case::seqwise_loss::{
-    ClampTie, Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward, EPS, EPS2,
-};
+use crate::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseError, SeqwiseForward};
 use crate::num::Num;
 use crate::padding::{masked, PaddingRule};
 use crate::profile::seqwise_loss::SeqwiseProfile;
+use crate::vocab::{ClampTie, EPS, EPS2};
 use std::cmp::Ordering;
 
 /// The discrete decisions the profile takes on computed values, per row

@@ -21,9 +21,9 @@ use super::{KernelId, GAP_POISON, LANE_WIDTHS, MAX_EXPERTS};
 use crate::subject::{invalid, Subject, SubjectError, SubjectKind};
 use cudarc::driver::{sys as cu, CudaFunction, LaunchConfig, PushKernelArg};
 use oracles::case::router::{FusedLoss, RouterBackward, RouterCase, RouterForward};
-use oracles::case::seqwise_loss::ClampTie;
 use oracles::op::router::Router;
 use oracles::profile::router::RouterProfile;
+use oracles::vocab::ClampTie;
 use std::sync::{Arc, OnceLock};
 
 /// Threads per block of both token kernels (`BP_ROUTER_THREADS`): one warp

@@ -137,7 +137,7 @@ impl CudaSeqwise {
                 .map_err(|_| SubjectError::Unavailable("row stride exceeds i64".into()))?,
             topk,
             k: as_i32(k, "k")?,
-            inclusive: matches!(case.clamp_tie, oracles::case::seqwise_loss::ClampTie::Inclusive) as i32,
+            inclusive: matches!(case.clamp_tie, oracles::vocab::ClampTie::Inclusive) as i32,
             g: case.g,
             v_index,
             bwd_grid,
