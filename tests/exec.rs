@@ -284,6 +284,35 @@ fn a_hanging_provider_times_out_and_is_a_failure() {
     );
 }
 
+/// A subject marked hung while failures are in flight: one entry is saved
+/// (a hung subject's cases are not one bug each), with the failure it
+/// showed, never "(no longer fails)". Under the tests' knobs seed 1's cases
+/// 0-11 have T = 3, 7, 2, 2, 1, 3, 3, 3, 1, 1, 2, 2: case 1 (T=7) fails at
+/// once, case 0 (T=3) when its timeout marks the subject hung, so the
+/// lowest failing case is not the one shrunk first.
+#[test]
+fn a_subject_hung_while_shrinking_is_saved_once_with_what_it_showed() {
+    let dir = tmp("hung-once");
+    let out = bitparity()
+        .env("BITPARITY_EXEC_TIMEOUT", "2")
+        .env("BITPARITY_HUNG_AFTER", "1")
+        .env("RAYON_NUM_THREADS", "2")
+        .args(["check", "--op", "seqwise_loss", "--cases", "12", "--seed", "1", "--quiet"])
+        .args(["--property", "determinism", "--corpus"])
+        .arg(&dir)
+        .arg("--subject")
+        .arg(format!("exec:{}", provider("garbage.py mixed")))
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    let saved = entries(&dir);
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let note = saved[0]["note"].as_str().unwrap();
+    assert!(note.contains("not JSON") || note.contains("no reply within 2 s"), "{note}");
+    assert!(!t.contains("no longer fails"), "{t}");
+}
+
 #[test]
 fn garbage_on_stdout_is_a_failure_whatever_its_kind() {
     for (mode, says) in [

@@ -289,6 +289,9 @@ impl<O: Op + Wire> Subject<O> for ExecSubject<O> {
     fn kind(&self) -> SubjectKind {
         SubjectKind::External
     }
+    fn lost(&self) -> Option<String> {
+        self.health.hung.get().cloned()
+    }
     fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError> {
         let bufs = self.call(case, Dir::Fwd)?;
         O::decode_fwd(case, bufs).map_err(|e| SubjectError::Crashed(format!("{} fwd: a garbled reply: {e}", O::NAME)))

@@ -346,24 +346,50 @@ pub fn rows_for<O: Harness>(subjects: &[SubjectRef<O>], properties: &[Property])
     rows
 }
 
-/// The failure of `property` on `case` for the subject named `subject` (or
-/// the finite-difference check for `mpfr`): the shrinker's predicate and the
-/// stored message come from this one function.
-pub fn failure_of<O: Harness>(
+/// What judging a case again says: it fails (why), it holds, or it could
+/// not be judged (the subject is hung or unavailable now: neither).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Fails(String),
+    Holds,
+    NotJudged(String),
+}
+
+impl Verdict {
+    pub fn failure(self) -> Option<String> {
+        match self {
+            Verdict::Fails(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// The verdict of `property` on `case` for the subject named `subject` (or
+/// the finite-difference check for `mpfr`): the shrinker's predicate, the
+/// stored message and the corpus's "is this bug known" come from this one
+/// function.
+pub fn verdict_of<O: Harness>(
     property: Property,
     subject: &str,
     case: &O::Case,
     subjects: &[SubjectRef<O>],
-) -> Option<String> {
+) -> Verdict {
     let (on, step) = if subject == MPFR_SUBJECT {
         (Vec::new(), Step::FiniteDifferences)
     } else {
         (subjects.iter().filter(|s| s.name() == subject).take(1).cloned().collect(), Step::Judge(property))
     };
     if on.is_empty() && step != Step::FiniteDifferences {
-        return None;
+        return Verdict::NotJudged(format!("no subject {subject} in this run"));
     }
-    judge::judge::<O>(case, &on, &[step], Until::FirstFailure).into_iter().find_map(|j| j.judgement.failure)
+    let judged = judge::judge::<O>(case, &on, &[step], Until::FirstFailure);
+    if let Some(m) = judged.iter().find_map(|j| j.judgement.failure.clone()) {
+        return Verdict::Fails(m);
+    }
+    match judged.into_iter().find_map(|j| j.judgement.unavailable) {
+        Some(why) => Verdict::NotJudged(why),
+        None => Verdict::Holds,
+    }
 }
 
 /// Adds a judgement to its row.
@@ -421,16 +447,18 @@ pub fn record_failure<O: Harness>(
     budget: usize,
 ) -> FailureRecord {
     let Found { property, subject, profile, case, case_index, seed, note_prefix, first_message, stop } = found;
-    // After a kernel fault every CUDA call of the process fails: shrinking
-    // would "succeed" down to the smallest case. The case is kept as found.
-    let (shrunk, message) = match crate::subject::cuda::device::lost() {
+    // A subject that can judge nothing more (after a kernel fault every CUDA
+    // call of the process fails; a hung one answers nothing): shrinking
+    // would "succeed" down to the smallest case, or stop at once. The case
+    // is kept as found.
+    let lost = subjects.iter().find(|s| s.name() == subject).and_then(|s| s.lost());
+    let (shrunk, message) = match lost {
         Some(why) => (
             case.clone(),
-            format!(
-                "the GPU context was lost ({why}): a kernel fault or hang on this case or on another one in flight; \
-                 not shrunk (every later CUDA call of the process fails); replay it in a new process, \
-                 with RAYON_NUM_THREADS=1 to single out the case"
-            ),
+            match first_message {
+                Some(m) => format!("{m} (not shrunk: {why})"),
+                None => format!("not shrunk: {why}"),
+            },
         ),
         None => {
             let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
@@ -444,18 +472,21 @@ pub fn record_failure<O: Harness>(
                     if stopped() {
                         return false;
                     }
-                    let m = failure_of::<O>(property, subject, c, subjects);
-                    let fails = m.is_some();
-                    if fails {
-                        last = m;
+                    match verdict_of::<O>(property, subject, c, subjects) {
+                        Verdict::Fails(m) => {
+                            last = Some(m);
+                            true
+                        }
+                        _ => false,
                     }
-                    fails
                 },
                 budget,
             );
-            let message = failure_of::<O>(property, subject, &shrunk, subjects)
-                .or(last)
-                .unwrap_or_else(|| "(no longer fails)".into());
+            let message = match verdict_of::<O>(property, subject, &shrunk, subjects) {
+                Verdict::Fails(m) => m,
+                Verdict::Holds => last.unwrap_or_else(|| "(no longer fails)".into()),
+                Verdict::NotJudged(why) => last.unwrap_or_else(|| format!("(could not be judged again: {why})")),
+            };
             (shrunk, message)
         }
     };
@@ -571,7 +602,9 @@ fn save_failure<O: Harness>(
 }
 
 /// An entry of the corpus, of this op, property and subject, that still
-/// fails: the bug is already kept, one file is enough.
+/// fails: the bug is already kept, one file is enough. When the subject can
+/// judge nothing more (hung, its GPU context lost), any entry of it for
+/// this property is taken as the bug: not one entry per case it meets.
 fn known_failure<O: Harness>(
     root: &std::path::Path,
     property: Property,
@@ -579,13 +612,14 @@ fn known_failure<O: Harness>(
     subjects: &[SubjectRef<O>],
 ) -> Option<PathBuf> {
     let (files, _) = corpus::list(&root.join(O::NAME), &[O::NAME]).ok()?;
+    let lost = subjects.iter().any(|s| s.name() == subject && s.lost().is_some());
     files.into_iter().find(|path| {
         let Ok(raw) = corpus::read_entry(path) else { return false };
         if raw.op != O::NAME || raw.property != property.name() || raw.subject != subject {
             return false;
         }
         let Ok(case) = corpus::case_of::<O>(&raw) else { return false };
-        failure_of::<O>(property, subject, &case, subjects).is_some()
+        lost || matches!(verdict_of::<O>(property, subject, &case, subjects), Verdict::Fails(_))
     })
 }
 
@@ -639,7 +673,7 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
     // report shows the lowest one's failure, so that it does not depend on
     // how the cases were spread over threads or shards.
     let shrunk_at: Mutex<BTreeMap<RowKey, u64>> = Mutex::new(BTreeMap::new());
-    let lowest: Mutex<BTreeMap<RowKey, u64>> = Mutex::new(BTreeMap::new());
+    let lowest: Mutex<BTreeMap<RowKey, (u64, Option<String>)>> = Mutex::new(BTreeMap::new());
     let records: Mutex<BTreeMap<RowKey, FailureRecord>> = Mutex::new(BTreeMap::new());
     // Workers pull case numbers from one counter until the case count or
     // the time budget is reached: no batch waits for its slowest case.
@@ -711,8 +745,10 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                         near |= j.near_ties > 0;
                         if j.failure.is_some() {
                             let mut low = lock(&lowest);
-                            let l = low.entry(key.clone()).or_insert(position);
-                            *l = (*l).min(position);
+                            let l = low.entry(key.clone()).or_insert((position, j.failure.clone()));
+                            if position < l.0 {
+                                *l = (position, j.failure.clone());
+                            }
                             if let std::collections::btree_map::Entry::Vacant(v) = lock(&shrunk_at).entry(key.clone()) {
                                 v.insert(position);
                                 new_failures.push((key.clone(), j.failure.clone()));
@@ -746,13 +782,12 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
         }
     });
     // A row whose lowest failing case is not the one shrunk (another thread
-    // got there first): that case is shrunk too and reported instead.
+    // got there first): that case is shrunk too and reported instead, unless
+    // its subject can judge nothing more (the one shrunk is reported then).
     let (shrunk_at, lowest) = (lock(&shrunk_at).clone(), lock(&lowest).clone());
-    for (key, &low) in &lowest {
-        if shrunk_at.get(key) == Some(&low)
-            || plan.interrupt.load(Ordering::Relaxed)
-            || crate::subject::cuda::device::lost().is_some()
-        {
+    for (key, (low, first_message)) in lowest {
+        let lost = subjects.iter().any(|s| s.name() == key.subject && s.lost().is_some());
+        if shrunk_at.get(&key) == Some(&low) || plan.interrupt.load(Ordering::Relaxed) || lost {
             continue;
         }
         let case = case_at::<O>(plan.seed, plan.first_case.wrapping_add(low), &plan.gen);
@@ -766,8 +801,8 @@ pub fn check<O: Harness>(plan: &Plan, subjects: &[SubjectRef<O>], skipped: Vec<S
                 plan.first_case.wrapping_add(low)
             ),
         );
-        let r = record(key, low, &case, None);
-        lock(&records).insert(key.clone(), r);
+        let r = record(&key, low, &case, first_message);
+        lock(&records).insert(key, r);
     }
     bar.finish_and_clear();
     let mut summary = state.into_inner().unwrap_or_else(|e| e.into_inner());

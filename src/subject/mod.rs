@@ -80,6 +80,12 @@ pub trait Subject<O: Op>: Send + Sync {
         None
     }
     fn kind(&self) -> SubjectKind;
+    /// Why this subject can judge nothing more in this run (an external one
+    /// hung, the process's GPU context lost); `None` while it works. A lost
+    /// subject's failures are kept as found, not shrunk against it.
+    fn lost(&self) -> Option<String> {
+        None
+    }
     fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError>;
     fn backward(&self, case: &O::Case) -> Result<O::Bwd<f32>, SubjectError>;
 }
@@ -139,6 +145,9 @@ impl<O: Op> Subject<O> for AnyOrderSubject<O> {
     }
     fn kind(&self) -> SubjectKind {
         self.0.kind()
+    }
+    fn lost(&self) -> Option<String> {
+        self.0.lost()
     }
     fn forward(&self, case: &O::Case) -> Result<O::Fwd<f32>, SubjectError> {
         self.0.forward(case)

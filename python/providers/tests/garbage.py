@@ -6,7 +6,9 @@ odd T, as `garbage.py MODE` says:
 - oversized: an ok reply listing more values than the case implies (and
   sending them);
 - short: an ok reply whose buffers stop halfway, then silence;
-- print: a stray print straight to the real stdout before the reply.
+- print: a stray print straight to the real stdout before the reply;
+- mixed: json on T=7, short on every other odd T (a fast failure beside
+  ones that hang: a run finds them out of order).
 
 Correct (the pure provider) on even T."""
 import os
@@ -41,21 +43,24 @@ def main():
         if case.t % 2 == 0:
             stream.write({"ok": True}, outputs)
             continue
-        if MODE == "huge":
+        mode = MODE
+        if MODE == "mixed":
+            mode = "json" if case.t == 7 else "short"
+        if mode == "huge":
             os.write(stream.out, struct.pack("<I", 0xFFFFFFFF) + b"{" * 64)
-        elif MODE == "json":
+        elif mode == "json":
             text = b"this is not json at all"
             os.write(stream.out, struct.pack("<I", len(text)) + text)
-        elif MODE == "oversized":
+        elif mode == "oversized":
             big = [(name, dtype, count * 1000 + 7, data * 1000 + b"\0" * (7 * (4 if dtype != "u8" else 1)))
                    for (name, dtype, count, data) in outputs]
             stream.write({"ok": True}, big)
-        elif MODE == "short":
+        elif mode == "short":
             listed = [[n, d, c] for (n, d, c, _) in outputs]
             text = ('{"ok":true,"buffers":%s}' % str(listed).replace("'", '"')).encode()
             data = b"".join(x[3] for x in outputs)
             os.write(stream.out, struct.pack("<I", len(text)) + text + data[: len(data) // 2])
-        elif MODE == "print":
+        elif mode == "print":
             os.write(stream.out, b"hello from a stray print\n")
             stream.write({"ok": True}, outputs)
         # then wait for the next request (or the kill)

@@ -62,6 +62,17 @@ pub fn lost() -> Option<&'static str> {
     LOST.get().map(String::as_str)
 }
 
+/// [`lost`] as a CUDA subject says it.
+pub fn lost_reason() -> Option<String> {
+    lost().map(|why| {
+        format!(
+            "the GPU context was lost ({why}): a kernel fault or hang on this case or on another one in flight; \
+             every later CUDA call of the process fails; replay it in a new process, with RAYON_NUM_THREADS=1 \
+             to single out the case"
+        )
+    })
+}
+
 /// The CUDA errors after which the context cannot be used again.
 fn is_sticky(e: &DriverError) -> bool {
     use cu::cudaError_enum as C;

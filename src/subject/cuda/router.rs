@@ -255,6 +255,10 @@ impl Subject<Router> for CudaRouter {
         SubjectKind::Device
     }
 
+    fn lost(&self) -> Option<String> {
+        super::device::lost_reason()
+    }
+
     fn forward(&self, case: &RouterCase) -> Result<RouterForward<f32>, SubjectError> {
         let mut dc = self.upload(case)?;
         dc.launch_forward()?;

@@ -305,6 +305,10 @@ impl Subject<SeqwiseLoss> for CudaSeqwise {
         SubjectKind::Device
     }
 
+    fn lost(&self) -> Option<String> {
+        super::device::lost_reason()
+    }
+
     fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError> {
         let mut dc = self.upload(case)?;
         dc.launch_forward()?;

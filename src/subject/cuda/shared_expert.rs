@@ -544,6 +544,10 @@ impl Subject<SharedExpert> for CudaSharedExpert {
         SubjectKind::Device
     }
 
+    fn lost(&self) -> Option<String> {
+        super::device::lost_reason()
+    }
+
     fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
         Ok(SharedExpertForward { y: self.forward_y(case)? })
     }

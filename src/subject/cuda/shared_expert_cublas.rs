@@ -485,6 +485,10 @@ impl Subject<SharedExpert> for CublasSharedExpert {
         SubjectKind::Device
     }
 
+    fn lost(&self) -> Option<String> {
+        super::device::lost_reason()
+    }
+
     fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
         let mut dc = self.upload(case)?;
         dc.launch_forward()?;
