@@ -44,6 +44,10 @@
 // chunk's base to its rank. The chunk is a constant; the dispatch has a
 // single correct answer anyway.
 //
+// scripts/moe-combine-host-emulation runs these kernels on the CPU, launched
+// as the contract below says, against the `serial` profile (no GPU needed;
+// it cannot show the GPU's scheduling, memory model or code generation).
+//
 // ---------------------------------------------------------------------------
 // Launch contract (the launcher, src/subject/cuda/moe_combine.rs, follows it;
 // anything else is undefined).
