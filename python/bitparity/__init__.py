@@ -52,14 +52,16 @@ still the stream: a print there breaks the handshake, and bitparity says so.)
   ``"numpy"``: arrays; ``"python"``: plain lists and ``Strided`` views;
   ``"auto"``: torch if importable, else numpy, else python.
 - ``validate``: refuse the inputs docs/ops/ calls invalid (T = 0, k outside
-  1..E, an offset above 3, a row stride below E, NaN bias...) with an
+  1..E, an offset above 3, a row stride below E, NaN bias, an expert id
+  out of range or twice in a token...) with an
   ``invalid`` reply before the functions see them. With ``validate=False``
   the functions see every case that decodes, and must raise ``Invalid``
   themselves: bitparity's validation property then judges the kernel's own
   checks.
 
 Strided inputs (seqwise_loss's ``scores``, router's ``logits``,
-shared_expert's ``x`` and ``dy``) keep the case's real memory layout: a
+shared_expert's ``x`` and ``dy``, moe_combine's ``x``, ``x_exp``, ``dy`` and
+``g_disp``) keep the case's real memory layout: a
 buffer whose first ``offset`` elements and the gaps between rows hold a NaN
 poison, viewed with ``torch.as_strided`` / ``numpy.lib.stride_tricks
 .as_strided`` (shape ``(T, E)``, strides ``(row_stride, 1)``, storage offset
@@ -95,6 +97,19 @@ shared_expert
     (2F x H), case.w2 (H x F), case.dy (T x H, strided like x).
     forward -> y: T x H (bf16 values); backward -> dx: T x H f32.
 
+moe_combine
+    case.t, case.h, case.e, case.k, case.capacity (None: unlimited, or an
+    integer >= 0), case.offset, case.row_stride, case.ids (T x k expert
+    ids; int64 under torch and numpy), case.weights (T x k f32),
+    case.padding (T bools, or None), case.x (T x H, strided), case.n_slots
+    (the slots the dispatch fills), case.x_exp (n_slots x H, strided like
+    x: the experts' outputs, slot by slot), case.dy (T x H, strided;
+    backward, else None), case.g_disp (n_slots x H, strided; backward,
+    else None). x and x_exp hold bf16 values, as f32 under every backend.
+    forward -> (slot: T x k integers, -1 for a dropped choice or a padding
+    token; counts: E integers; x_disp: n_slots x H f32; y: T x H f32);
+    backward -> (dx_exp: n_slots x H f32, dw: T x k f32, dx: T x H f32).
+
 Errors: raise ``Invalid`` (or ``ValueError``) to refuse an invalid input,
 ``Unavailable`` (or ``NotImplementedError``) for a case the kernel cannot run
 here (an honest skip, reported as such); any other exception is a ``device``
@@ -116,6 +131,8 @@ PROTOCOL_VERSION = 1
 # The largest header bitparity sends is a few hundred bytes.
 MAX_HEADER = 1 << 20
 _DTYPES = {"f32": ("f", 4), "u32": ("I", 4), "u8": ("B", 1)}
+# Output types that travel as another wire type (see _bytes).
+_WIRE = {"i32": "u32"}
 
 
 class Invalid(ValueError):
@@ -275,7 +292,8 @@ def clamp_tie_of_torch():
 
 
 def serve(op, forward, backward, profile=None, backend="auto", validate=True, padding="skip", clamp_tie=None):
-    """Serves ``op`` (``"seqwise_loss"``, ``"router"``, ``"shared_expert"``)
+    """Serves ``op`` (``"seqwise_loss"``, ``"router"``, ``"shared_expert"``,
+    ``"moe_combine"``)
     to bitparity on stdin/stdout until it closes the pipe. See the module
     docstring for the functions' signatures."""
     served = _Served(op, forward, backward, profile, backend, validate, padding, clamp_tie)
@@ -342,7 +360,7 @@ class _Served:
                     raise Invalid(why)
             case = self.spec.decode(header, buffers, self.backend, self.device)
             result = self.functions[direction](case)
-            outputs = _outputs(self.spec.outputs(header, direction), result, self.backend)
+            outputs = _outputs(self.spec.outputs(header, direction, buffers), result, self.backend)
         except (Invalid, ValueError) as e:
             return {"error": "invalid", "message": str(e) or type(e).__name__}, ()
         except (Unavailable, NotImplementedError) as e:
@@ -380,11 +398,19 @@ def _flat(x, backend):
 
 def _bytes(values, dtype):
     """Little-endian bytes of values as dtype; values outside the dtype's
-    range are an error of the kernel."""
+    range are an error of the kernel. "i32" (moe_combine's slot, -1 for
+    none) goes on the wire as u32: each value modulo 2^32, from -2^31 up to
+    2^32 - 1, so -1 and 0xFFFFFFFF are the same bits."""
     if hasattr(values, "astype"):
         import numpy as np
         if dtype == "f32":
             return values.astype("<f4").tobytes()
+        if dtype == "i32":
+            v = values.astype(np.int64) if values.dtype.kind != "f" else values
+            if v.size and (v.min() < -(1 << 31) or v.max() > 0xFFFFFFFF
+                           or (values.dtype.kind == "f" and (v != np.floor(v)).any())):
+                raise RuntimeError("an i32 output outside -2^31..2^32-1")
+            return (v.astype(np.int64) & 0xFFFFFFFF).astype("<u4").tobytes()
         if dtype == "u32":
             v = values.astype(np.int64) if values.dtype.kind != "f" else values
             if v.size and (v.min() < 0 or v.max() > 0xFFFFFFFF or (values.dtype.kind == "f" and (v != np.floor(v)).any())):
@@ -395,6 +421,11 @@ def _bytes(values, dtype):
         a = array("f", [float(v) for v in values])
     elif dtype == "u32":
         a = array("I", [int(v) for v in values])
+    elif dtype == "i32":
+        ints = [int(v) for v in values]
+        if any(v < -(1 << 31) or v > 0xFFFFFFFF or v != w for v, w in zip(ints, values)):
+            raise RuntimeError("an i32 output outside -2^31..2^32-1")
+        a = array("I", [v & 0xFFFFFFFF for v in ints])
     else:
         a = array("B", [1 if v else 0 for v in values])
     if sys.byteorder != "little":
@@ -419,5 +450,5 @@ def _outputs(expected, result, backend):
         flat = _flat(v, backend)
         if len(flat) != count:
             raise RuntimeError("output %s holds %d values, the case implies %d" % (name, len(flat), count))
-        out.append((name, dtype, count, _bytes(flat, dtype)))
+        out.append((name, _WIRE.get(dtype, dtype), count, _bytes(flat, dtype)))
     return out

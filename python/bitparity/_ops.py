@@ -66,21 +66,27 @@ def _length(buffers, name, n):
 # ---- decoding, per backend -------------------------------------------------
 
 def _dense(buffers, name, shape, backend, device, kind="f32"):
+    """A dense buffer: f32 as f32, u8 as booleans, u32 as int64 (torch's
+    and numpy's index type; torch has no full uint32)."""
     dtype, count, view = buffers[name]
     if backend == "torch":
         import torch
-        tdtype = {"f32": torch.float32, "u8": torch.uint8}[dtype]
+        tdtype = {"f32": torch.float32, "u8": torch.uint8, "u32": torch.int32}[dtype]
         x = torch.frombuffer(bytearray(view), dtype=tdtype) if count else torch.empty(0, dtype=tdtype)
         if dtype == "u8":
             x = x.to(torch.bool)
+        elif dtype == "u32":
+            x = x.to(torch.int64) & 0xFFFFFFFF
         return x.reshape(shape).to(device)
     if backend == "numpy":
         import numpy as np
-        x = np.frombuffer(bytes(view), dtype={"f32": "<f4", "u8": "u1"}[dtype]).copy()
+        x = np.frombuffer(bytes(view), dtype={"f32": "<f4", "u8": "u1", "u32": "<u4"}[dtype]).copy()
         if dtype == "u8":
             x = x.astype(bool)
+        elif dtype == "u32":
+            x = x.astype(np.int64)
         return x.reshape(shape)
-    values = _values(view, {"f32": "f", "u8": "B"}[dtype]).tolist()
+    values = _values(view, {"f32": "f", "u8": "B", "u32": "I"}[dtype]).tolist()
     if dtype == "u8":
         values = [bool(v) for v in values]
     if len(shape) == 2:
@@ -165,7 +171,7 @@ class SeqwiseLoss:
         )
 
     @staticmethod
-    def outputs(h, direction):
+    def outputs(h, direction, b=None):
         t, e = h["t"], h["e"]
         if direction == "fwd":
             return [("raw", "f32", 1), ("counts", "u32", e), ("freq", "f32", e)]
@@ -229,7 +235,7 @@ class Router:
         )
 
     @staticmethod
-    def outputs(h, direction):
+    def outputs(h, direction, b=None):
         t, e, k = h["t"], h["e"], h["k"]
         if direction == "fwd":
             return [("ids", "u32", t * k), ("weights", "f32", t * k), ("map", "u8", t * e),
@@ -296,9 +302,144 @@ class SharedExpert:
         )
 
     @staticmethod
-    def outputs(h, direction):
+    def outputs(h, direction, b=None):
         n = h["t"] * h["h"]
         return [("y", "f32", n)] if direction == "fwd" else [("dx", "f32", n)]
 
 
-OPS = {"seqwise_loss": SeqwiseLoss, "router": Router, "shared_expert": SharedExpert}
+# ---- moe_combine -------------------------------------------------------------
+
+def _flag(h, name):
+    v = h.get(name)
+    if not isinstance(v, bool):
+        raise ValueError("%s must be a boolean, not %r" % (name, v))
+    return v
+
+
+def _capacity(h):
+    """The header's capacity: None (unlimited) or an integer >= 0."""
+    c = h.get("capacity")
+    if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 0):
+        raise ValueError("capacity must be null or a non-negative integer, not %r" % (c,))
+    return c
+
+
+def _placed(buffers, name, rows, cols, h):
+    """Refuses (ValueError) a strided buffer too short for its rows, so that
+    no view reads past its storage (validate=False lets such a case reach
+    the decoding)."""
+    offset, stride = h["offset"], h["row_stride"]
+    span = offset + (rows - 1) * stride + cols if rows else 0
+    got = _count(buffers, name)
+    if got is None or got < span or stride < cols:
+        raise ValueError("%s holds %s elements, its layout spans %d" % (name, got, span))
+
+
+class MoeCombine:
+    """Dispatch and weighted combine (SPEC.md section 9). The header does not
+    carry N_slots, the rows of x_exp and g_disp: it follows from ids,
+    padding and capacity (``n_slots``), as the op's dispatch defines it."""
+
+    @staticmethod
+    def n_slots(h, b):
+        """The slots the dispatch fills: per expert, its choices by
+        non-padding tokens, at most ``capacity`` of them. Computed on the
+        ids as sent (an out-of-range id counts as an expert of its own), so
+        that it is defined for every case that decodes."""
+        t, k, cap = h["t"], h["k"], _capacity(h)
+        ids = _values(b["ids"][2], "I") if "ids" in b else []
+        pad = _values(b["padding"][2], "B") if "padding" in b else None
+        per = {}
+        for r in range(min(t, len(ids) // k if k else 0)):
+            if pad is not None and r < len(pad) and pad[r]:
+                continue
+            for v in ids[r * k:(r + 1) * k]:
+                per[v] = per.get(v, 0) + 1
+        return sum(c if cap is None else min(c, cap) for c in per.values())
+
+    @staticmethod
+    def validate(h, b):
+        t, hh, e, k = _int(h, "t"), _int(h, "h"), _int(h, "e"), _int(h, "k")
+        if t == 0:
+            return "T must be at least 1"
+        if hh == 0:
+            return "H must be at least 1"
+        if e == 0:
+            return "E must be at least 1"
+        if not 1 <= k <= e:
+            return "k = %d is outside 1..=E (E = %d)" % (k, e)
+        _capacity(h)
+        if t * k > MAX_COUNT:
+            return "T * k = %d choices is more than %d" % (t * k, MAX_COUNT)
+        if t * hh > MAX_STORAGE:
+            return "T * H = %d is more than %d elements" % (t * hh, MAX_STORAGE)
+        if _flag(h, "has_padding"):
+            why = _length(b, "padding", t)
+            if why:
+                return why
+        elif "padding" in b:
+            return "a padding buffer without has_padding"
+        why = _length(b, "ids", t * k) or _length(b, "weights", t * k)
+        if why:
+            return why
+        ids = _values(b["ids"][2], "I")
+        for r in range(t):
+            row = ids[r * k:(r + 1) * k]
+            for v in row:
+                if v >= e:
+                    return "token %d chooses expert %d, outside 0..E (E = %d)" % (r, v, e)
+            if len(set(row)) != k:
+                twice = next(v for v in row if row.count(v) > 1)
+                return "token %d chooses expert %d twice" % (r, twice)
+        n = MoeCombine.n_slots(h, b)
+        why = _layout(h, t, hh, b, "x") or _layout(h, n, hh, b, "x_exp")
+        if why:
+            return why
+        if h.get("dir") == "bwd":
+            why = _layout(h, t, hh, b, "dy") or _layout(h, n, hh, b, "g_disp")
+            if why:
+                return why
+        return None
+
+    @staticmethod
+    def decode(h, b, backend, device):
+        from . import Case
+        t, hh, e, k = _int(h, "t"), _int(h, "h"), _int(h, "e"), _int(h, "k")
+        cap = _capacity(h)
+        for name in ("ids", "weights"):
+            why = _length(b, name, t * k)
+            if why:
+                raise ValueError(why)
+        if "padding" in b:
+            why = _length(b, "padding", t)
+            if why:
+                raise ValueError(why)
+        n = MoeCombine.n_slots(h, b)
+        placed = [("x", t), ("x_exp", n)]
+        if "dy" in b or "g_disp" in b:
+            placed += [("dy", t), ("g_disp", n)]
+        for name, rows in placed:
+            _placed(b, name, rows, hh, h)
+        views = {name: _strided(b, name, rows, hh, h, backend, device) for name, rows in placed}
+        return Case(
+            t=t, h=hh, e=e, k=k, capacity=cap, offset=h["offset"], row_stride=h["row_stride"], n_slots=n,
+            ids=_dense(b, "ids", (t, k), backend, device),
+            weights=_dense(b, "weights", (t, k), backend, device),
+            padding=_dense(b, "padding", (t,), backend, device) if "padding" in b else None,
+            x=views["x"], x_exp=views["x_exp"], dy=views.get("dy"), g_disp=views.get("g_disp"),
+        )
+
+    @staticmethod
+    def outputs(h, direction, b=None):
+        """The reply's outputs; ``slot`` is "i32" here (-1 for a dropped
+        choice) and goes on the wire as u32 (0xFFFFFFFF). ``h`` is the
+        request header (then ``b`` its buffers) or a decoded case's
+        attributes (which carry ``n_slots``)."""
+        t, hh, e, k = h["t"], h["h"], h["e"], h["k"]
+        n = h["n_slots"] if "n_slots" in h else MoeCombine.n_slots(h, b)
+        if direction == "fwd":
+            return [("slot", "i32", t * k), ("counts", "u32", e), ("x_disp", "f32", n * hh), ("y", "f32", t * hh)]
+        return [("dx_exp", "f32", n * hh), ("dw", "f32", t * k), ("dx", "f32", t * hh)]
+
+
+OPS = {"seqwise_loss": SeqwiseLoss, "router": Router, "shared_expert": SharedExpert, "moe_combine": MoeCombine}

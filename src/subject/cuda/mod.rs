@@ -61,10 +61,13 @@ pub enum KernelId {
     /// The tensor core's MMA step, checked against its model
     /// (`bitparity-mma-check`).
     MmaCheck,
+    /// moe_combine's dispatch, its gather combine (profile `serial`) and the
+    /// atomic scatter combine that claims none.
+    MoeCombine,
 }
 
 impl KernelId {
-    pub const ALL: [KernelId; 8] = [
+    pub const ALL: [KernelId; 9] = [
         KernelId::SeqwiseLoss,
         KernelId::Router,
         KernelId::SharedExpert,
@@ -73,6 +76,7 @@ impl KernelId {
         KernelId::SharedExpertCublas,
         KernelId::ExpfCheck,
         KernelId::MmaCheck,
+        KernelId::MoeCombine,
     ];
 
     pub fn source(self) -> KernelSource {
@@ -101,13 +105,18 @@ impl KernelId {
             KernelId::MmaCheck => {
                 KernelSource { name: "mma_check.cu", text: include_str!("../../../kernels/mma_check.cu") }
             }
+            KernelId::MoeCombine => {
+                KernelSource { name: "moe_combine.cu", text: include_str!("../../../kernels/moe_combine.cu") }
+            }
         }
     }
 
     /// The op whose CUDA subject this kernel is, the one `bitparity mutants`
     /// hunts its mutants with: none for the exp and MMA checks (each judged
-    /// by its own check) and for the cuBLAS subject's epilogues (a vendor
-    /// library's subject, not a kernel under test).
+    /// by its own check), for the cuBLAS subject's epilogues (a vendor
+    /// library's subject, not a kernel under test), and for moe_combine's
+    /// kernels while the op has no CUDA subject to hunt with (its launches,
+    /// `moe_combine.rs`, map it to `("moe_combine", "cuda")`).
     pub fn op(self) -> Option<&'static str> {
         self.subject().map(|(op, _)| op)
     }
@@ -121,7 +130,7 @@ impl KernelId {
             KernelId::SharedExpert => Some(("shared_expert", "cuda")),
             KernelId::SharedExpertTc => Some(("shared_expert", "cuda-tc")),
             KernelId::SharedExpertWgmma => Some(("shared_expert", "cuda-wgmma")),
-            KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
+            KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck | KernelId::MoeCombine => None,
         }
     }
 
