@@ -9,8 +9,9 @@
 //! - makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`) and, where
 //!   the system allows (root, CAP_SYS_ADMIN, or an unprivileged user
 //!   namespace), puts the provider in a PID namespace of its own: the
-//!   namespace's first process is a small reaper that starts the provider,
-//!   and when that reaper ends, the kernel kills every process of the
+//!   namespace's first process is a small reaper that mounts the
+//!   namespace's own /proc (CUDA needs it) and starts the provider, and
+//!   when that reaper ends, the kernel kills every process of the
 //!   namespace, in whatever group or session it moved;
 //! - gives the reaper and the provider `PR_SET_PDEATHSIG` = SIGKILL (each
 //!   parent is single-threaded, so the signal comes exactly when it dies):
@@ -346,6 +347,7 @@ unsafe fn run_init(
     ends: Ends,
 ) -> ! {
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    own_proc();
     let provider = libc::fork();
     if provider == 0 {
         run_provider(1, exe, argv, envp, ends);
@@ -369,6 +371,28 @@ unsafe fn run_init(
             libc::_exit(127);
         }
     }
+}
+
+/// Gives the namespace a /proc of its own: the CUDA driver refuses to start
+/// (cudaGetDeviceCount: error 304) in a PID namespace whose /proc is still
+/// the host's. A mount namespace of the reaper's own, made private first so
+/// that nothing mounted here reaches the host's, then a new proc on /proc.
+/// Where either step is refused the provider runs with the host's /proc (a
+/// CPU provider does not notice; docs/security.md says what a GPU one sees).
+/// The guard stays in the host's mount namespace: it reads the host's /proc
+/// to find and kill what the provider leaves.
+///
+/// # Safety
+/// As [`run_guard`]: unshare and mount only.
+unsafe fn own_proc() {
+    let none = std::ptr::null::<libc::c_char>();
+    if libc::unshare(libc::CLONE_NEWNS) != 0
+        || libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0
+    {
+        return;
+    }
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null());
 }
 
 /// The provider's side of the fork: its own group, death with its parent,
