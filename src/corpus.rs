@@ -166,6 +166,77 @@ pub fn save<C: Serialize>(root: &Path, entry: &Entry<C>) -> Result<Saved, String
     unreachable!("0.. never ends")
 }
 
+/// The corpus as the place a run keeps its failures: one process at a time
+/// decides whether a failure is known (the lock), one entry per bug, and a
+/// stored entry is judged at most once per run.
+pub struct Store {
+    root: PathBuf,
+    /// The entries read in this run: whether each still fails (`None`: an
+    /// entry of another op, property or subject).
+    judged: std::sync::Mutex<std::collections::HashMap<PathBuf, Option<bool>>>,
+}
+
+/// What [`Store::keep`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// An entry of the same op, property and subject still fails: the bug
+    /// is kept there, nothing written.
+    Known(PathBuf),
+    Saved(Saved),
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("root", &self.root).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    pub fn new(root: PathBuf) -> Store {
+        Store { root, judged: Default::default() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Keeps `entry` unless an entry of its op, property and subject still
+    /// fails (`still_fails` judges one; each entry is judged once per run,
+    /// and an entry saved in this run is a failure by construction).
+    pub fn keep<C: Serialize>(
+        &self,
+        entry: &Entry<C>,
+        still_fails: impl Fn(&RawEntry) -> bool,
+    ) -> Result<Kept, String> {
+        let _lock = lock(&self.root)?;
+        let memo = |path: &Path| self.judged.lock().unwrap_or_else(|e| e.into_inner()).get(path).copied();
+        let note = |path: PathBuf, v: Option<bool>| {
+            self.judged.lock().unwrap_or_else(|e| e.into_inner()).insert(path, v);
+        };
+        // A folder that cannot be listed holds no known entry; saving says
+        // why it cannot write there.
+        let files = list(&self.root.join(&entry.op), &[&entry.op]).map(|(f, _)| f).unwrap_or_default();
+        for path in files {
+            let fails = match memo(&path) {
+                Some(v) => v,
+                None => {
+                    let Ok(raw) = read_entry(&path) else { continue };
+                    let v = (raw.op == entry.op && raw.property == entry.property && raw.subject == entry.subject)
+                        .then(|| still_fails(&raw));
+                    note(path.clone(), v);
+                    v
+                }
+            };
+            if fails == Some(true) {
+                return Ok(Kept::Known(path));
+            }
+        }
+        let saved = save(&self.root, entry)?;
+        note(saved.path().to_path_buf(), Some(true));
+        Ok(Kept::Saved(saved))
+    }
+}
+
 /// An exclusive lock on the corpus `root` (created with the folder when
 /// missing), held until the returned file is dropped: `root/.lock`, hidden,
 /// no entry. A link of that name is refused, never followed (it would

@@ -58,7 +58,8 @@ pub fn import<O: Harness>(
             names.join(", ")
         )));
     };
-    let policy = SavePolicy { root: Some(corpus.to_path_buf()), planted: true };
+    let policy =
+        SavePolicy { store: Some(std::sync::Arc::new(crate::corpus::Store::new(corpus.to_path_buf()))), planted: true };
     let record = record_failure::<O>(
         Found {
             property: failure.step.property(),

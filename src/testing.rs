@@ -81,7 +81,10 @@ pub fn check<O: Harness>(subject: SubjectRef<O>, settings: &Settings) -> Result<
         shard: None,
         seed: settings.seed,
         gen: settings.gen.clone(),
-        save: SavePolicy { root: settings.corpus.clone(), planted: true },
+        save: SavePolicy {
+            store: settings.corpus.clone().map(|d| std::sync::Arc::new(crate::corpus::Store::new(d))),
+            planted: true,
+        },
         progress: false,
         interrupt: Arc::new(AtomicBool::new(false)),
     };

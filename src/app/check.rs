@@ -5,6 +5,7 @@
 use super::names::{subjects, Resolution, ResolveNames};
 use super::output::{write_run, Outputs};
 use super::Outcome;
+use crate::corpus;
 use crate::devices;
 use crate::fsio::{check_folder_writable, check_writable};
 use crate::gen::GenConfig;
@@ -18,6 +19,7 @@ use crate::runner::{OpSummary, Plan, SavePolicy, Shard};
 use crate::subject::Skip;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `bitparity check`'s arguments.
@@ -136,8 +138,10 @@ pub(super) fn run(a: CheckArgs) -> Outcome {
         SavePolicy::default()
     } else {
         match &a.corpus {
-            Some(dir) => SavePolicy { root: Some(dir.clone()), planted: true },
-            None => SavePolicy { root: Some(PathBuf::from("regressions")), planted: false },
+            Some(dir) => SavePolicy { store: Some(Arc::new(corpus::Store::new(dir.clone()))), planted: true },
+            None => {
+                SavePolicy { store: Some(Arc::new(corpus::Store::new(PathBuf::from("regressions")))), planted: false }
+            }
         }
     };
     // Which ops run which subjects: every name must mean something somewhere.

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 /// Where failures go.
 #[derive(Clone, Debug, Default)]
 pub struct SavePolicy {
-    /// The corpus root (`regressions/`); `None`: nothing is saved.
-    pub root: Option<PathBuf>,
+    /// The corpus (`regressions/`); `None`: nothing is saved.
+    pub store: Option<std::sync::Arc<corpus::Store>>,
     /// Whether failures of planted bugs (`bug:*`, demonstrations) are saved
     /// too; they are not unless the user named a corpus explicitly.
     pub planted: bool,
@@ -572,7 +572,7 @@ fn save_failure<O: Harness>(
     subjects: &[SubjectRef<O>],
     policy: &SavePolicy,
 ) -> SaveNote {
-    let Some(root) = &policy.root else {
+    let Some(store) = &policy.store else {
         return SaveNote::NotSaved { reason: "saving is off (--no-save)".into() };
     };
     if crate::subject::planted_name(subject).is_some() && !policy.planted {
@@ -580,47 +580,23 @@ fn save_failure<O: Harness>(
             reason: "a planted bug (a demonstration): not written to the corpus unless --corpus DIR is given".into(),
         };
     }
-    // One process at a time decides whether the bug is known and saves it:
-    // two checks saving into one corpus at once could otherwise both find
-    // no entry and each write one for the same bug.
-    let _lock = match corpus::lock(root) {
-        Ok(l) => l,
-        Err(reason) => return SaveNote::NotSaved { reason },
-    };
-    if let Some(path) = known_failure::<O>(root, property, subject, subjects) {
-        return SaveNote::Known { path };
-    }
     if let Err(reason) = corpus::check_footprint::<O>(case) {
         return SaveNote::NotSaved { reason: format!("not saved: {reason}") };
     }
-    match corpus::save(root, &entry_of::<O>(property, subject, profile, note, case)) {
-        Ok(Saved::New(path)) => SaveNote::Saved { path },
-        Ok(Saved::Present(path)) => SaveNote::Known { path },
-        Ok(Saved::Repaired(path)) => SaveNote::Repaired { path },
+    // When the subject can judge nothing more (hung, its GPU context lost),
+    // any entry of it for this property is taken as the bug: not one entry
+    // per case it meets.
+    let lost = subjects.iter().any(|s| s.name() == subject && s.lost().is_some());
+    let still_fails = |raw: &corpus::RawEntry| {
+        lost || corpus::case_of::<O>(raw)
+            .is_ok_and(|c| matches!(verdict_of::<O>(property, subject, &c, subjects), Verdict::Fails(_)))
+    };
+    match store.keep(&entry_of::<O>(property, subject, profile, note, case), still_fails) {
+        Ok(corpus::Kept::Known(path)) | Ok(corpus::Kept::Saved(Saved::Present(path))) => SaveNote::Known { path },
+        Ok(corpus::Kept::Saved(Saved::New(path))) => SaveNote::Saved { path },
+        Ok(corpus::Kept::Saved(Saved::Repaired(path))) => SaveNote::Repaired { path },
         Err(reason) => SaveNote::NotSaved { reason },
     }
-}
-
-/// An entry of the corpus, of this op, property and subject, that still
-/// fails: the bug is already kept, one file is enough. When the subject can
-/// judge nothing more (hung, its GPU context lost), any entry of it for
-/// this property is taken as the bug: not one entry per case it meets.
-fn known_failure<O: Harness>(
-    root: &std::path::Path,
-    property: Property,
-    subject: &str,
-    subjects: &[SubjectRef<O>],
-) -> Option<PathBuf> {
-    let (files, _) = corpus::list(&root.join(O::NAME), &[O::NAME]).ok()?;
-    let lost = subjects.iter().any(|s| s.name() == subject && s.lost().is_some());
-    files.into_iter().find(|path| {
-        let Ok(raw) = corpus::read_entry(path) else { return false };
-        if raw.op != O::NAME || raw.property != property.name() || raw.subject != subject {
-            return false;
-        }
-        let Ok(case) = corpus::case_of::<O>(&raw) else { return false };
-        lost || matches!(verdict_of::<O>(property, subject, &case, subjects), Verdict::Fails(_))
-    })
 }
 
 /// A line on stderr, above the progress bar when there is one: a failure
