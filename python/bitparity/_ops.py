@@ -395,6 +395,10 @@ class MoeCombine:
         why = _layout(h, t, hh, b, "x") or _layout(h, n, hh, b, "x_exp")
         if why:
             return why
+        o, s = h["offset"], h["row_stride"]
+        for name, rows in (("x", t), ("x_exp", n)):
+            if not _bf16_exact(b[name][2], o, s, rows, hh):
+                return "%s holds a value that is not a bf16" % name
         if h.get("dir") == "bwd":
             why = _layout(h, t, hh, b, "dy") or _layout(h, n, hh, b, "g_disp")
             if why:

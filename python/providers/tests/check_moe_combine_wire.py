@@ -19,7 +19,8 @@ a padding token, offset 1, row stride 3):
 - ``validate=True`` refuses each invalid variant (an id out of range, an id
   twice in a token, k = 0, k > E, T = 0, H = 0, offset 4, a row stride below
   H, buffers one value short or long, a negative capacity, padding without
-  has_padding) with an ``invalid`` reply;
+  has_padding, a value of x or x_exp that is not a bf16) with an
+  ``invalid`` reply;
 - the torch provider (python/providers/torch_moe_combine.py), where torch is
   installed: its outputs hold the same values (the sums of this case are
   exact, or rounded the same way in any order except token 0's, which is
@@ -348,6 +349,8 @@ INVALID = [
     ("has_padding without padding", dict(padding=None)),
     ("a negative capacity", dict(capacity=-1)),
     ("a capacity that is not an integer", dict(capacity=1.5)),
+    ("x not bf16", dict(x=("f32", placed([[1.5, -2.0], [0.125, 7.0], [-0.0, SUB], [f32(0x3F800001), NAN]])))),
+    ("x_exp not bf16", dict(x_exp=("f32", placed(X_EXP[:6] + [[0.0, f32(0x40400001)]])))),
 ]
 INVALID_BWD = [
     ("dy one short", dict(dy=("f32", placed(DY)[:-1]))),
