@@ -16,6 +16,7 @@
 //! subjects (`src/exec/<op>.rs`), two fuzz targets (`fuzz/fuzz_targets/`),
 //! and one line in [`ops`].
 
+pub mod moe_combine;
 pub mod registry;
 pub mod router;
 pub mod seqwise_loss;
@@ -345,6 +346,11 @@ mod tests {
     #[test]
     fn shared_expert_fuzz_bytes() {
         fuzz_bytes_contract::<oracles::op::shared_expert::SharedExpert>();
+    }
+
+    #[test]
+    fn moe_combine_fuzz_bytes() {
+        fuzz_bytes_contract::<oracles::op::moe_combine::MoeCombine>();
     }
 
     /// `cublas` and `cuda-tc` name shared_expert's cuBLAS and tensor-core
