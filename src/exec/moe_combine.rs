@@ -6,8 +6,10 @@
 //! `row_stride` (one layout for x, x_exp, dy and g_disp), `has_padding`.
 //! Buffers, in this order: `ids` u32[T*k]; `weights` f32[T*k]; `padding`
 //! u8[T] when the case has padding; `x` f32 as it lies in memory (T rows,
-//! poisoned gaps; bf16 values); `x_exp` f32 likewise (N_slots rows); for the
-//! backward only, `dy` (T rows) and `g_disp` (N_slots rows) likewise.
+//! poisoned gaps; bf16 values); `x_exp` f32 likewise (N_slots rows); `dy` (T
+//! rows) and `g_disp` (N_slots rows) likewise, the backward's inputs, sent in
+//! both directions (as the other ops' are), so that a forward can refuse a
+//! case whose dy or g_disp is invalid: the validation property asks both.
 //! N_slots is not sent: both ends compute it from ids, padding and
 //! capacity ([`wire_slots`]).
 //! Outputs: fwd `slot` u32[T*k] (-1 as 0xFFFFFFFF), `counts` u32[E],
@@ -48,7 +50,7 @@ fn u32s(name: &'static str, v: &[u32]) -> Buffer {
 }
 
 impl Wire for MoeCombine {
-    fn encode(c: &MoeCombineCase, dir: Dir) -> Result<Request, String> {
+    fn encode(c: &MoeCombineCase, _dir: Dir) -> Result<Request, String> {
         let fields = vec![
             ("t", Value::from(c.t)),
             ("h", c.h.into()),
@@ -66,10 +68,8 @@ impl Wire for MoeCombine {
         }
         buffers.push(Buffer::f32s("x", &place(&c.x, c.t, c.h, o, s)?));
         buffers.push(Buffer::f32s("x_exp", &place(&c.x_exp, n, c.h, o, s)?));
-        if dir == Dir::Bwd {
-            buffers.push(Buffer::f32s("dy", &place(&c.dy, c.t, c.h, o, s)?));
-            buffers.push(Buffer::f32s("g_disp", &place(&c.g_disp, n, c.h, o, s)?));
-        }
+        buffers.push(Buffer::f32s("dy", &place(&c.dy, c.t, c.h, o, s)?));
+        buffers.push(Buffer::f32s("g_disp", &place(&c.g_disp, n, c.h, o, s)?));
         Ok(Request { header: header(fields), buffers })
     }
 
@@ -148,15 +148,17 @@ mod tests {
         assert_eq!(h["has_padding"], Value::Bool(true));
         let names: Vec<(&str, usize)> = fwd.buffers.iter().map(|b| (b.name, b.len())).collect();
         // Strided: offset + (rows - 1) * stride + H.
-        assert_eq!(names, vec![("ids", 12), ("weights", 12), ("padding", 4), ("x", 12), ("x_exp", 21)]);
+        assert_eq!(
+            names,
+            vec![("ids", 12), ("weights", 12), ("padding", 4), ("x", 12), ("x_exp", 21), ("dy", 12), ("g_disp", 21)]
+        );
         assert_eq!(fwd.buffers[0].dtype, Dtype::U32);
         assert_eq!(fwd.buffers[0].to_u32(), c.ids);
         let x = fwd.buffers[3].to_f32();
         assert_eq!(x[0].to_bits(), 0x7fc0_dead, "the offset is poison");
         assert_eq!((x[1], x[2], x[4], x[5]), (0.0, 1.0, 2.0, 3.0));
         let bwd = MoeCombine::encode(&c, Dir::Bwd).unwrap();
-        let names: Vec<&str> = bwd.buffers.iter().map(|b| b.name).collect();
-        assert_eq!(names, vec!["ids", "weights", "padding", "x", "x_exp", "dy", "g_disp"]);
+        assert_eq!(bwd.buffers, fwd.buffers, "the same buffers in both directions");
         let none = MoeCombineCase { padding: None, capacity: None, ..c.clone() };
         let r = MoeCombine::encode(&none, Dir::Fwd).unwrap();
         assert_eq!((r.header["has_padding"].clone(), r.header["capacity"].clone()), (Value::Bool(false), Value::Null));
