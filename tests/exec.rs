@@ -607,6 +607,27 @@ fn the_numpy_backend_keeps_layouts_and_bits() {
     }
 }
 
+/// moe_combine's wire end to end: the plain-Python provider claims `serial`
+/// and passes conformance (slots, counts, x_disp, y, dx_exp, dw, dx bit for
+/// bit), the metamorphic properties and validation through the protocol.
+#[test]
+fn the_pure_moe_combine_provider_conforms() {
+    let subject = format!("exec:{}", provider("pure_moe_combine.py"));
+    let props = ["conformance", "padding", "offset-stride", "validation"];
+    let out = bitparity()
+        .args(["check", "--op", "moe_combine", "--cases", "40", "--seed", "3", "--quiet", "--no-save", "--json", "-"])
+        .args(props.iter().flat_map(|p| ["--property", p]))
+        .arg("--subject")
+        .arg(&subject)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for p in props {
+        assert_eq!(row(&v, p, &subject)["cases"], 40, "{p}");
+    }
+}
+
 /// Every op's wire encoding end to end (router, shared_expert: their buffers,
 /// layouts and output sizes) and the package's validation of the ops' rules
 /// (the validation section of each page of docs/ops/): every invalid variant
@@ -614,7 +635,7 @@ fn the_numpy_backend_keeps_layouts_and_bits() {
 /// the same provider refuses nothing, and the validation property must say so.
 #[test]
 fn every_op_travels_and_invalid_cases_are_refused() {
-    for op in ["router", "shared_expert", "seqwise_loss"] {
+    for op in ["router", "shared_expert", "seqwise_loss", "moe_combine"] {
         let run = |extra: &str| {
             bitparity()
                 .args(["check", "--op", op, "--cases", "25", "--seed", "2", "--quiet", "--no-save", "--json", "-"])

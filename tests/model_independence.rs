@@ -12,11 +12,12 @@
 use std::collections::BTreeSet;
 
 /// Every file of `src/model/`, as the compiler sees it.
-const FILES: [(&str, &str); 4] = [
+const FILES: [(&str, &str); 5] = [
     ("mod.rs", include_str!("../src/model/mod.rs")),
     ("seqwise_loss.rs", include_str!("../src/model/seqwise_loss.rs")),
     ("router.rs", include_str!("../src/model/router.rs")),
     ("shared_expert.rs", include_str!("../src/model/shared_expert.rs")),
+    ("moe_combine.rs", include_str!("../src/model/moe_combine.rs")),
 ];
 
 /// The only `oracles` items a model may name (an item's own paths below it,
@@ -40,11 +41,16 @@ const ALLOWED: &[&str] = &[
     "oracles::case::shared_expert::SharedExpertCase",
     "oracles::case::shared_expert::SharedExpertForward",
     "oracles::case::shared_expert::SharedExpertBackward",
+    "oracles::case::moe_combine::MoeCombineCase",
+    "oracles::case::moe_combine::MoeCombineForward",
+    "oracles::case::moe_combine::MoeCombineBackward",
     // The profiles, as data.
     "oracles::profile::seqwise_loss::SeqwiseProfile",
     "oracles::profile::seqwise_loss::GPU_LANES",
     "oracles::profile::router::RouterProfile",
     "oracles::profile::shared_expert::SharedExpertProfile",
+    "oracles::profile::moe_combine::MoeCombineProfile",
+    "oracles::profile::moe_combine::TermOrder",
     // A reduction order only as data to pattern-match: `reduce` is banned below.
     "oracles::order::ReductionOrder",
     // The shared leaves, each verified on its own: the correctly rounded
@@ -88,6 +94,14 @@ const FORBIDDEN_WORDS: &[&str] = &[
     "same_rounding",
     "Bf16Decision",
     "Rounding",
+    // moe_combine's dispatch and what is built on it (a model ranks its
+    // own slots): the function and its type, the slot count, a token's
+    // listed terms, the sub-batch.
+    "dispatch",
+    "Dispatch",
+    "slot_count",
+    "listed",
+    "sub_batch",
 ];
 
 /// Text no model may contain: the case's logical values (a model reads the
@@ -266,6 +280,7 @@ fn models_name_only_allowed_oracle_items() {
         "oracles::case::seqwise_loss::SeqwiseCase",
         "oracles::case::router::RouterCase",
         "oracles::case::shared_expert::SharedExpertCase",
+        "oracles::case::moe_combine::MoeCombineCase",
         "oracles::order::ReductionOrder",
         "oracles::expf::exp_f32",
     ] {
@@ -318,6 +333,10 @@ use oracles::case::seqwise_loss::SeqwiseCase;"
     assert!(caught("let h = oracles::bf16::round_f32(x);"));
     assert!(caught("use oracles::bf16 as b;"));
     assert!(caught("let v = x.round_bf16();"));
+    assert!(caught("use oracles::case::moe_combine::dispatch;"));
+    assert!(caught("let d = dispatch(case)?;"));
+    assert!(caught("let n = oracles::case::moe_combine::slot_count(case);"));
+    assert!(caught("let s = case.sub_batch(0..1);"));
     // What a model may do.
     assert!(!caught("use oracles::{order::ReductionOrder, expf::exp_f32};\nlet y = oracles::expf::exp_f32(x);"));
     assert!(!caught(

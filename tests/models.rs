@@ -672,3 +672,181 @@ mod shared_expert {
         assert!(matches!(m.backward(&bad), Err(ModelError::Invalid(_))));
     }
 }
+
+// ------------------------------------------------------------ moe_combine
+
+mod moe_combine {
+    use super::first_difference;
+    use bitparity::gen::moe_combine::generate;
+    use bitparity::gen::GenConfig;
+    use bitparity::model::{ModelError, MoeCombineModel};
+    use bitparity::planted::MoeCombineBug;
+    use oracles::case::moe_combine::MoeCombineCase;
+    use oracles::op::moe_combine::MoeCombine;
+    use oracles::order::ReductionOrder;
+    use oracles::profile::moe_combine::MoeCombineProfile;
+    use proptest::test_runner::{RngAlgorithm, TestRng};
+
+    /// Where a model and the profile oracle of its profile differ on a case:
+    /// the dispatch, then x_disp, y, dx_exp, dw, dx.
+    fn diff(model: &MoeCombineModel, case: &MoeCombineCase) -> Option<String> {
+        let p = &model.profile;
+        let (f, b) = (model.forward(case).unwrap(), model.backward(case).unwrap());
+        let ef = oracles::op::forward::<MoeCombine>(case, p).unwrap();
+        let eb = oracles::op::backward::<MoeCombine>(case, p).unwrap();
+        if f.slot != ef.slot || f.counts != ef.counts {
+            return Some(format!("slots {:?} counts {:?} vs {:?} {:?}", f.slot, f.counts, ef.slot, ef.counts));
+        }
+        for (name, a, e) in [
+            ("x_disp", &f.x_disp, &ef.x_disp),
+            ("y", &f.y, &ef.y),
+            ("dx_exp", &b.dx_exp, &eb.dx_exp),
+            ("dw", &b.dw, &eb.dw),
+            ("dx", &b.dx, &eb.dx),
+        ] {
+            if let Some((i, x, y)) = first_difference(a, e) {
+                return Some(format!("{name}[{i}] {x:e} vs {y:e}"));
+            }
+        }
+        None
+    }
+
+    fn cases(n: usize) -> Vec<MoeCombineCase> {
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        (0..n).map(|_| generate(&mut rng, &GenConfig::default())).collect()
+    }
+
+    /// Every shipped profile, every output, on generated cases; and the
+    /// profiles are not one another under other names: by-slot and
+    /// serial-bf16 each differ from serial on some of them.
+    #[test]
+    fn model_matches_the_oracle_bitwise_under_every_profile() {
+        let cases = cases(1500);
+        let serial = MoeCombineModel::new(MoeCombineProfile::serial());
+        for p in MoeCombineProfile::all() {
+            let model = MoeCombineModel::new(p.clone());
+            let mut differs = 0;
+            for (i, c) in cases.iter().enumerate() {
+                if let Some(d) = diff(&model, c) {
+                    panic!("{} case {i}: {d}\n{}", p.name, serde_json::to_string(c).unwrap());
+                }
+                let (a, b) = (model.forward(c).unwrap(), serial.forward(c).unwrap());
+                differs += usize::from(first_difference(&a.y, &b.y).is_some());
+            }
+            println!("{}: y differs from serial on {differs} of {} cases", p.name, cases.len());
+            if p.name != "serial" {
+                assert!(differs > 20, "{}: {differs} cases tell it from serial", p.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_bug_differs_from_the_oracle() {
+        let cases = cases(1500);
+        for bug in MoeCombineBug::ALL {
+            let model = MoeCombineModel::planted(bug);
+            let caught = cases.iter().filter(|c| diff(&model, c).is_some()).count();
+            println!("{:<22} differs on {caught} of {}", bug.name(), cases.len());
+            assert!(
+                caught * 20 >= cases.len(),
+                "{} differs on {caught} of {} generated cases",
+                bug.name(),
+                cases.len()
+            );
+        }
+    }
+
+    #[test]
+    fn model_refuses_other_orders_and_invalid_cases() {
+        let case = cases(1).remove(0);
+        let mut p = MoeCombineProfile::serial();
+        p.dw = ReductionOrder::Butterfly;
+        match MoeCombineModel::new(p).backward(&case) {
+            Err(ModelError::Unsupported(m)) => assert!(m.contains("dw") && m.contains("Butterfly"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let mut bad = case.clone();
+        bad.x[0] = 1.0 + f32::EPSILON;
+        let m = MoeCombineModel::new(MoeCombineProfile::serial());
+        assert!(matches!(m.forward(&bad), Err(ModelError::Invalid(_))));
+        assert!(matches!(m.backward(&bad), Err(ModelError::Invalid(_))));
+    }
+
+    /// The worked example of docs/ops/moe_combine.md (T = 4, H = 2, E = 4,
+    /// k = 3, C = 2, token 1 padding), read from its page.
+    fn worked() -> (MoeCombineCase, serde_json::Value) {
+        let page = include_str!("../docs/ops/moe_combine.md");
+        let start = page.find("```json example").expect("the worked example") + "```json example".len();
+        let end = start + page[start..].find("```").expect("its end");
+        let v: serde_json::Value = serde_json::from_str(&page[start..end]).expect("the example parses");
+        let case: MoeCombineCase = serde_json::from_value(v["case"].clone()).expect("the case parses");
+        (case, v["profiles"].clone())
+    }
+
+    fn hex(v: &serde_json::Value) -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| oracles::case::hexf::parse(x.as_str().unwrap()).unwrap().to_bits())
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn the_worked_example_bit_for_bit_under_every_profile() {
+        let (case, profiles) = worked();
+        for p in MoeCombineProfile::all() {
+            let want = &profiles[p.name.as_str()];
+            let m = MoeCombineModel::new(p.clone());
+            let (f, b) = (m.forward(&case).unwrap(), m.backward(&case).unwrap());
+            let slot: Vec<i32> = serde_json::from_value(want["forward"]["slot"].clone()).unwrap();
+            let counts: Vec<u32> = serde_json::from_value(want["forward"]["counts"].clone()).unwrap();
+            assert_eq!((f.slot, f.counts), (slot, counts), "{}", p.name);
+            assert_eq!(bits(&f.x_disp), hex(&want["forward"]["x_disp"]), "{}", p.name);
+            assert_eq!(bits(&f.y), hex(&want["forward"]["y"]), "{}", p.name);
+            assert_eq!(bits(&b.dx_exp), hex(&want["backward"]["dx_exp"]), "{}", p.name);
+            assert_eq!(bits(&b.dw), hex(&want["backward"]["dw"]), "{}", p.name);
+            assert_eq!(bits(&b.dx), hex(&want["backward"]["dx"]), "{}", p.name);
+        }
+    }
+
+    /// Each bug on the worked example: the outputs it changes.
+    #[test]
+    fn each_bug_changes_the_worked_example_where_it_should() {
+        let (case, _) = worked();
+        let good = MoeCombineModel::new(MoeCombineProfile::serial());
+        let (f, b) = (good.forward(&case).unwrap(), good.backward(&case).unwrap());
+        let run = |bug| {
+            let m = MoeCombineModel::planted(bug);
+            (m.forward(&case).unwrap(), m.backward(&case).unwrap())
+        };
+        // Token 0's slots descending (6, 2, 0) add 1 first, as j order
+        // does: the same bits here (see atomic_order_adds_the_slots_descending).
+        let (bf, _) = run(MoeCombineBug::AtomicOrder);
+        assert_eq!(bits(&bf.y), bits(&f.y));
+        // Expert 0 keeps token 3's choice too.
+        let (bf, _) = run(MoeCombineBug::CapacityOffByOne);
+        assert_eq!(bf.counts, vec![3, 2, 2, 2]);
+        // Expert 0: token 0 (j = 1), token 2 (j = 2), token 3 (j = 0): by j
+        // first, token 3 takes slot 0.
+        let (bf, _) = run(MoeCombineBug::ChoiceMajorSlots);
+        assert_eq!(bf.slot[9], 0);
+        let (bf, _) = run(MoeCombineBug::PaddingDispatched);
+        assert!(bf.slot[3..6].iter().all(|&s| s >= 0), "{:?}", bf.slot);
+        // dw over H = 2 is the same in any order: no change here.
+        let (_, bb) = run(MoeCombineBug::DwOrder);
+        assert_eq!(bits(&bb.dw), bits(&b.dw));
+        // Token 3's dropped choice 0 reads expert 0's last kept slot (1):
+        // dy[3] . x_exp[1] = -1 * 2^-7 + 3 * -1 = -3.0078125.
+        let (_, bb) = run(MoeCombineBug::DroppedGrad);
+        assert_eq!(bb.dw[9], -3.0078125);
+        assert_eq!(bits(&bb.dw[..9]), bits(&b.dw[..9]));
+        // The one inexact product (token 3's 1/3 * 0.75) is its token's
+        // first term, which a fused multiply-add onto +0.0 rounds alone.
+        let (bf, _) = run(MoeCombineBug::Fma);
+        assert_eq!(bits(&bf.y), bits(&f.y));
+    }
+}

@@ -11,6 +11,7 @@ use bitparity::harness::{available, Harness, Metamorphic};
 use bitparity::props::{applies, finite_differences, judge, Property, References};
 use bitparity::shrink::CaseStrategy;
 use bitparity::subject::SubjectKind;
+use oracles::op::moe_combine::MoeCombine;
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::op::shared_expert::SharedExpert;
@@ -107,3 +108,4 @@ macro_rules! suites {
 suites!(seqwise_loss, SeqwiseLoss);
 suites!(router, Router);
 suites!(shared_expert, SharedExpert);
+suites!(moe_combine, MoeCombine);

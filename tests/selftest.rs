@@ -68,3 +68,13 @@ fn shared_expert_planted_bugs_are_caught_and_shrunk() {
 fn shared_expert_correct_models_are_not_flagged() {
     correct_models_are_not_flagged::<oracles::op::shared_expert::SharedExpert>();
 }
+
+#[test]
+fn moe_combine_planted_bugs_are_caught_and_shrunk() {
+    every_planted_bug_is_caught::<oracles::op::moe_combine::MoeCombine>();
+}
+
+#[test]
+fn moe_combine_correct_models_are_not_flagged() {
+    correct_models_are_not_flagged::<oracles::op::moe_combine::MoeCombine>();
+}

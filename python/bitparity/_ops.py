@@ -395,10 +395,15 @@ class MoeCombine:
         why = _layout(h, t, hh, b, "x") or _layout(h, n, hh, b, "x_exp")
         if why:
             return why
-        if h.get("dir") == "bwd":
-            why = _layout(h, t, hh, b, "dy") or _layout(h, n, hh, b, "g_disp")
-            if why:
-                return why
+        o, s = h["offset"], h["row_stride"]
+        for name, rows in (("x", t), ("x_exp", n)):
+            if not _bf16_exact(b[name][2], o, s, rows, hh):
+                return "%s holds a value that is not a bf16" % name
+        # Sent in both directions (as the other ops' backward inputs are), so
+        # that a forward refuses a case whose dy or g_disp is invalid too.
+        why = _layout(h, t, hh, b, "dy") or _layout(h, n, hh, b, "g_disp")
+        if why:
+            return why
         return None
 
     @staticmethod
@@ -415,9 +420,7 @@ class MoeCombine:
             if why:
                 raise ValueError(why)
         n = MoeCombine.n_slots(h, b)
-        placed = [("x", t), ("x_exp", n)]
-        if "dy" in b or "g_disp" in b:
-            placed += [("dy", t), ("g_disp", n)]
+        placed = [("x", t), ("x_exp", n), ("dy", t), ("g_disp", n)]
         for name, rows in placed:
             _placed(b, name, rows, hh, h)
         views = {name: _strided(b, name, rows, hh, h, backend, device) for name, rows in placed}
@@ -426,7 +429,7 @@ class MoeCombine:
             ids=_dense(b, "ids", (t, k), backend, device),
             weights=_dense(b, "weights", (t, k), backend, device),
             padding=_dense(b, "padding", (t,), backend, device) if "padding" in b else None,
-            x=views["x"], x_exp=views["x_exp"], dy=views.get("dy"), g_disp=views.get("g_disp"),
+            x=views["x"], x_exp=views["x_exp"], dy=views["dy"], g_disp=views["g_disp"],
         )
 
     @staticmethod

@@ -13,6 +13,7 @@
 
 pub mod config;
 pub mod contain;
+pub mod moe_combine;
 pub mod process;
 pub mod router;
 pub mod seqwise_loss;

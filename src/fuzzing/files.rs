@@ -4,12 +4,9 @@
 //! libFuzzer, and the long runs (`scripts/fuzz-ci`) check the same thing.
 
 use crate::corpus::{self, decode_case, RawEntry};
-use crate::harness::with_op;
+use crate::harness::{with_op, Harness, OpCommand};
 use crate::runner::replay::ReplayEntry;
 use oracles::case::hexf as hexf_text;
-use oracles::case::seqwise_loss::SeqwiseCase;
-use oracles::op::seqwise_loss::SeqwiseLoss;
-use oracles::op::Op;
 use rug::Integer;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -25,9 +22,7 @@ use serde::Serialize;
 /// as JSON (hex floats) it decodes to the same text.
 pub fn corpus_entry(data: &[u8]) {
     let Ok(entry) = corpus::parse(data) else { return };
-    if entry.op == SeqwiseLoss::NAME {
-        round_trips::<SeqwiseCase>(&entry);
-    }
+    let _ = with_op(&entry.op, RoundTrip(&entry));
     // Decodes, validates, and replays when valid; a broken entry is a
     // reported result, never a panic.
     let _ = with_op(&entry.op, ReplayEntry { entry: &entry, names: &[] });
@@ -55,9 +50,8 @@ pub fn summary(data: &[u8]) {
 /// of at least 10 ms).
 pub fn config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let ops = ["seqwise_loss", "router", "shared_expert"];
     let reserved = crate::harness::registry::device_subject_names();
-    let Ok(c) = crate::exec::config::parse(text, "fuzz.toml", &ops, &reserved) else { return };
+    let Ok(c) = crate::exec::config::parse(text, "fuzz.toml", &crate::harness::OPS, &reserved) else { return };
     for s in &c.subjects {
         assert_eq!(crate::escape::visible(&s.name), s.name, "a name with hidden characters was accepted");
         assert!(
@@ -73,6 +67,16 @@ pub fn config(data: &[u8]) {
 
 /// The case of `entry` as type `C`, written back and read again, must be the
 /// same JSON (so every value the parser accepted is exactly what it wrote).
+/// The round trip of an entry's case, as a case of the op the entry names.
+struct RoundTrip<'a>(&'a RawEntry);
+
+impl OpCommand for RoundTrip<'_> {
+    type Output = ();
+    fn run<O: Harness>(self) {
+        round_trips::<O::Case>(self.0);
+    }
+}
+
 fn round_trips<C: Serialize + DeserializeOwned>(entry: &RawEntry) {
     let Ok(case) = decode_case::<C>(entry) else { return };
     let text = serde_json::to_value(&case).expect("a decoded case serializes");

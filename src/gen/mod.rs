@@ -5,6 +5,7 @@
 
 pub mod common;
 pub mod mma;
+pub mod moe_combine;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;

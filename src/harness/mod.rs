@@ -4,18 +4,14 @@
 //! properties, the corpus, the reports, the CLI) is written once over
 //! [`Harness`]; the registry ([`ops`]) is the one place that lists the ops.
 //!
-//! Adding an op means writing, in order: its case, validation and outputs
-//! (`oracles/src/case/<op>.rs`), its profiles (`oracles/src/profile/<op>.rs`),
-//! its generic implementation (`oracles/src/profile_oracle/<op>.rs`), its
-//! finite-difference check (`oracles/src/mpfr/<op>.rs`), its `Op`
-//! implementation (`oracles/src/op/<op>.rs`), its generator and classes
-//! (`src/gen/<op>.rs`), its kernel model and planted bugs
-//! (`src/model/<op>.rs`, `src/planted/<op>.rs`), its kernels
-//! (`kernels/<op>.cu`) and launches (`src/subject/cuda/<op>.rs`), its
-//! `Harness` (`src/harness/<op>.rs`), its wire encoding for external
-//! subjects (`src/exec/<op>.rs`), two fuzz targets (`fuzz/fuzz_targets/`),
-//! and one line in [`ops`].
+//! Adding an op writes one file per concept (its case, profiles, oracles
+//! and `Op` in `oracles/`; its generator, kernel model, planted bugs, wire
+//! encoding, CUDA launches and `Harness` here) and one line in each
+//! registry-like list, [`OPS`] among them: docs/layout.md#adding-an-op lists
+//! every file in order, and `tests/op_files.rs` fails where another file of
+//! `src/` names an op.
 
+pub mod moe_combine;
 pub mod registry;
 pub mod router;
 pub mod seqwise_loss;
@@ -345,6 +341,11 @@ mod tests {
     #[test]
     fn shared_expert_fuzz_bytes() {
         fuzz_bytes_contract::<oracles::op::shared_expert::SharedExpert>();
+    }
+
+    #[test]
+    fn moe_combine_fuzz_bytes() {
+        fuzz_bytes_contract::<oracles::op::moe_combine::MoeCombine>();
     }
 
     /// `cublas` and `cuda-tc` name shared_expert's cuBLAS and tensor-core

@@ -5,6 +5,7 @@
 //! Adding an op is one name in [`OPS`] and one arm in [`with_op`].
 
 use super::Harness;
+use oracles::op::moe_combine::MoeCombine;
 use oracles::op::router::Router;
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::op::shared_expert::SharedExpert;
@@ -17,7 +18,7 @@ pub trait OpCommand {
 }
 
 /// Every op, by name, in the order reports list them.
-pub const OPS: [&str; 3] = [SeqwiseLoss::NAME, Router::NAME, SharedExpert::NAME];
+pub const OPS: [&str; 4] = [SeqwiseLoss::NAME, Router::NAME, SharedExpert::NAME, MoeCombine::NAME];
 
 /// Runs `command` for the op named `name`; `None` when no op has that name.
 pub fn with_op<C: OpCommand>(name: &str, command: C) -> Option<C::Output> {
@@ -25,6 +26,7 @@ pub fn with_op<C: OpCommand>(name: &str, command: C) -> Option<C::Output> {
         SeqwiseLoss::NAME => Some(command.run::<SeqwiseLoss>()),
         Router::NAME => Some(command.run::<Router>()),
         SharedExpert::NAME => Some(command.run::<SharedExpert>()),
+        MoeCombine::NAME => Some(command.run::<MoeCombine>()),
         _ => None,
     }
 }

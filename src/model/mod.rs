@@ -23,10 +23,12 @@
 //! `tests/model_independence.rs` reads these files and fails if any names an
 //! `oracles` item outside its explicit allow-list.
 
+pub mod moe_combine;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
 
+pub use moe_combine::MoeCombineModel;
 pub use router::RouterModel;
 pub use seqwise_loss::SeqwiseModel;
 pub use shared_expert::SharedExpertModel;

@@ -4,10 +4,12 @@
 //! mistakes; each model ([`crate::model`]) carries the branches that make
 //! them.
 
+pub mod moe_combine;
 pub mod router;
 pub mod seqwise_loss;
 pub mod shared_expert;
 
+pub use moe_combine::MoeCombineBug;
 pub use router::RouterBug;
 pub use seqwise_loss::SeqwiseBug;
 pub use shared_expert::SharedExpertBug;

@@ -19,7 +19,8 @@ a padding token, offset 1, row stride 3):
 - ``validate=True`` refuses each invalid variant (an id out of range, an id
   twice in a token, k = 0, k > E, T = 0, H = 0, offset 4, a row stride below
   H, buffers one value short or long, a negative capacity, padding without
-  has_padding) with an ``invalid`` reply;
+  has_padding, a value of x or x_exp that is not a bf16) with an
+  ``invalid`` reply;
 - the torch provider (python/providers/torch_moe_combine.py), where torch is
   installed: its outputs hold the same values (the sums of this case are
   exact, or rounded the same way in any order except token 0's, which is
@@ -165,9 +166,8 @@ def request(direction, **over):
         "x": ("f32", placed(X)),
         "x_exp": ("f32", placed(X_EXP)),
     }
-    if direction == "bwd":
-        bufs["dy"] = ("f32", placed(DY))
-        bufs["g_disp"] = ("f32", placed(G_DISP))
+    bufs["dy"] = ("f32", placed(DY))
+    bufs["g_disp"] = ("f32", placed(G_DISP))
     for name, v in over.items():
         if name in bufs:
             if v is None:
@@ -298,12 +298,10 @@ def check_views(backend):
         check(to_list(case.ids) == IDS, label + ": ids %r" % (to_list(case.ids),))
         check(to_list(case.padding) == PADDING, label + ": padding %r" % (to_list(case.padding),))
         check(bits_of(to_list(case.weights)) == bits_of(WEIGHTS), label + ": weights")
-        views = [("x", X), ("x_exp", X_EXP)] + ([("dy", DY), ("g_disp", G_DISP)] if direction == "bwd" else [])
+        views = [("x", X), ("x_exp", X_EXP), ("dy", DY), ("g_disp", G_DISP)]
         for name, rows in views:
             got = rows_of(getattr(case, name))
             check(bits_of(got) == bits_of(rows), "%s: %s %r" % (label, name, got))
-        if direction == "fwd":
-            check(case.dy is None and case.g_disp is None, label + ": dy/g_disp present in a forward")
 
 
 def pure_moe_combine_zeros(case, direction):
@@ -348,6 +346,8 @@ INVALID = [
     ("has_padding without padding", dict(padding=None)),
     ("a negative capacity", dict(capacity=-1)),
     ("a capacity that is not an integer", dict(capacity=1.5)),
+    ("x not bf16", dict(x=("f32", placed([[1.5, -2.0], [0.125, 7.0], [-0.0, SUB], [f32(0x3F800001), NAN]])))),
+    ("x_exp not bf16", dict(x_exp=("f32", placed(X_EXP[:6] + [[0.0, f32(0x40400001)]])))),
 ]
 INVALID_BWD = [
     ("dy one short", dict(dy=("f32", placed(DY)[:-1]))),
@@ -358,18 +358,21 @@ INVALID_BWD = [
 def check_invalid():
     def never(case):
         raise AssertionError("an invalid case reached the function")
-    cases = [("fwd", what, over) for what, over in INVALID] + [("bwd", what, over) for what, over in INVALID_BWD]
+    # dy and g_disp travel in both directions: either refuses them.
+    cases = [("fwd", what, over) for what, over in INVALID] + [(d, what, over) for what, over in INVALID_BWD
+                                                              for d in ("fwd", "bwd")]
     replies = serve([request(d, **over) for d, _, over in cases], never, never)[1:]
     check(len(replies) == len(cases), "invalid: %d replies to %d requests" % (len(replies), len(cases)))
     for (d, what, _), (header, _) in zip(cases, replies):
         check(header.get("error") == "invalid", "%s (%s): %r, expected an invalid reply" % (what, d, header))
     # Capacity: null (unlimited) and 0 (every choice dropped) are valid.
-    unlimited = serve([request("fwd", capacity=None, x_exp=("f32", placed(X_EXP + [[1.0, 1.0]] * 2)))],
+    unlimited = serve([request("fwd", capacity=None, x_exp=("f32", placed(X_EXP + [[1.0, 1.0]] * 2)),
+                               g_disp=("f32", placed(G_DISP + [[1.0, 1.0]] * 2)))],
                       pure_moe_combine.forward, pure_moe_combine.backward)[1]
     check(unlimited[0].get("ok") is True, "capacity null: %r" % (unlimited[0],))
     if unlimited[0].get("ok"):
         check(unlimited[1]["counts"][1] == [3, 3, 1, 2], "capacity null: counts %r" % (unlimited[1]["counts"][1],))
-    zero = serve([request("fwd", capacity=0, x_exp=("f32", []))], pure_moe_combine.forward,
+    zero = serve([request("fwd", capacity=0, x_exp=("f32", []), g_disp=("f32", []))], pure_moe_combine.forward,
                  pure_moe_combine.backward)[1]
     check(zero[0].get("ok") is True, "capacity 0: %r" % (zero[0],))
     if zero[0].get("ok"):
@@ -426,8 +429,7 @@ def random_request(rng, direction):
     if pad is not None:
         bufs.append(("padding", "u8", [1 if p else 0 for p in pad]))
     bufs += [("x", "f32", placed(rows(t), offset, stride)), ("x_exp", "f32", placed(rows(n), offset, stride))]
-    if direction == "bwd":
-        bufs += [("dy", "f32", placed(rows(t), offset, stride)), ("g_disp", "f32", placed(rows(n), offset, stride))]
+    bufs += [("dy", "f32", placed(rows(t), offset, stride)), ("g_disp", "f32", placed(rows(n), offset, stride))]
     return frame(header, bufs)
 
 

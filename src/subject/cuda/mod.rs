@@ -2,7 +2,8 @@
 //! through cudarc's driver API. Three layers, as cudarc has: [`nvrtc`] (the
 //! compiler), [`device`] (the GPU, its modules and timing; [`launch`], a
 //! launch that may overlap the one before it), and one file per
-//! op for its launches ([`seqwise_loss`], [`router`], [`shared_expert`]),
+//! op for its launches ([`seqwise_loss`], [`router`], [`shared_expert`],
+//! [`moe_combine`]),
 //! and cuBLAS as a subject of `shared_expert` ([`shared_expert_cublas`]).
 //!
 //! Fail closed at every step: a machine without the driver, without a GPU,
@@ -24,6 +25,7 @@ pub mod expf;
 pub mod guard;
 pub mod launch;
 pub mod mma;
+pub mod moe_combine;
 pub mod nvrtc;
 pub mod router;
 pub mod seqwise_loss;
@@ -113,10 +115,8 @@ impl KernelId {
 
     /// The op whose CUDA subject this kernel is, the one `bitparity mutants`
     /// hunts its mutants with: none for the exp and MMA checks (each judged
-    /// by its own check), for the cuBLAS subject's epilogues (a vendor
-    /// library's subject, not a kernel under test), and for moe_combine's
-    /// kernels while the op has no CUDA subject to hunt with (its launches,
-    /// `moe_combine.rs`, map it to `("moe_combine", "cuda")`).
+    /// by its own check) and for the cuBLAS subject's epilogues (a vendor
+    /// library's subject, not a kernel under test).
     pub fn op(self) -> Option<&'static str> {
         self.subject().map(|(op, _)| op)
     }
@@ -130,7 +130,8 @@ impl KernelId {
             KernelId::SharedExpert => Some(("shared_expert", "cuda")),
             KernelId::SharedExpertTc => Some(("shared_expert", "cuda-tc")),
             KernelId::SharedExpertWgmma => Some(("shared_expert", "cuda-wgmma")),
-            KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck | KernelId::MoeCombine => None,
+            KernelId::MoeCombine => Some(("moe_combine", "cuda")),
+            KernelId::SharedExpertCublas | KernelId::ExpfCheck | KernelId::MmaCheck => None,
         }
     }
 
