@@ -267,7 +267,7 @@ fn the_check_catches_a_planted_violation() {
     assert!(caught("src/report.rs", "let s = CudaSeqwise::new();"));
     // A registration outside the concepts, or a use line posing as one.
     assert!(caught("src/runner/mod.rs", "pub mod moe_combine;"));
-    assert!(caught("src/gen/mod.rs", "pub fn f() -> moe_combine::Class { todo!() }"));
+    assert!(caught("src/gen/mod.rs", "pub fn f(c: moe_combine::Class) -> String { c.to_string() }"));
     // One op's file reaching another op's.
     assert!(caught("src/gen/moe_combine.rs", "use crate::gen::router::Class;"));
     assert!(caught("src/exec/router.rs", "use oracles::op::moe_combine::MoeCombine;"));
