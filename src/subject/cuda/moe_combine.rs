@@ -241,6 +241,11 @@ pub struct DeviceMoeCombineCase {
 }
 
 impl CudaMoeCombine {
+    /// The device the kernels run on (for timing).
+    pub fn device(&self) -> &Device {
+        &self.dev
+    }
+
     /// Validates `case` ([`plan`]) and uploads it: x, x_exp, dy and g_disp
     /// as their storage (the real offset and row stride, NaN in every gap),
     /// the ids, the weights, the padding flags (zeros without padding); and
@@ -340,8 +345,9 @@ impl DeviceMoeCombineCase {
     }
 
     /// Enqueues the dispatch: ranks per chunk, the scan into counts and
-    /// offsets, the slots and their owners.
-    fn launch_dispatch(&mut self) -> Result<(), SubjectError> {
+    /// offsets, the slots and their owners (the forward and the backward
+    /// each start with it; public for the bench to time it alone).
+    pub fn launch_dispatch(&mut self) -> Result<(), SubjectError> {
         let dev = self.dev.clone();
         let s = &dev.stream;
         let (t, _, e, k, _) = self.ints();
