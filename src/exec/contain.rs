@@ -490,26 +490,33 @@ unsafe fn isolate() -> Mode {
 /// `"<id> <id> 1"` in `buf`.
 fn id_map(buf: &mut [u8; 32], id: u32) -> &[u8] {
     let mut digits = [0u8; 10];
-    let (mut n, mut v) = (0, id);
+    let digits = decimal(&mut digits, id);
+    let n = concat(buf, &[digits, b" ", digits, b" 1"]);
+    &buf[..n]
+}
+
+/// The decimal digits of `v`, most significant first, at the end of `buf`
+/// (async-signal-safe: no allocation, no formatting machinery).
+fn decimal(buf: &mut [u8; 10], mut v: u32) -> &[u8] {
+    let mut at = buf.len();
     loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
         v /= 10;
-        if v == 0 || n == digits.len() {
-            break;
+        if v == 0 {
+            return &buf[at..];
         }
     }
+}
+
+/// `parts` one after the other from the start of `buf`; the bytes written.
+fn concat(buf: &mut [u8], parts: &[&[u8]]) -> usize {
     let mut at = 0;
-    for _ in 0..2 {
-        for i in (0..n).rev() {
-            buf[at] = digits[i];
-            at += 1;
-        }
-        buf[at] = b' ';
-        at += 1;
+    for part in parts {
+        buf[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
     }
-    buf[at] = b'1';
-    &buf[..at + 1]
+    at
 }
 
 /// Writes `bytes` to the file `path`.
@@ -637,25 +644,10 @@ fn parse_pid(name: &[u8]) -> Option<i32> {
 /// # Safety
 /// Async-signal-safe: open, read and close on stack buffers.
 unsafe fn parent_of(pid: i32) -> Option<i32> {
+    // NUL-terminated: 6 + at most 10 + 5 bytes written.
     let mut path = [0u8; 32];
-    let prefix = b"/proc/";
-    path[..prefix.len()].copy_from_slice(prefix);
-    let mut at = prefix.len();
-    let mut digits = [0u8; 11];
-    let (mut n, mut v) = (0, pid);
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 || n == digits.len() {
-            break;
-        }
-    }
-    for i in (0..n).rev() {
-        path[at] = digits[i];
-        at += 1;
-    }
-    path[at..at + 5].copy_from_slice(b"/stat");
+    let mut digits = [0u8; 10];
+    concat(&mut path, &[b"/proc/", decimal(&mut digits, u32::try_from(pid).ok()?), b"/stat"]);
     let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
     if fd < 0 {
         return None;
@@ -763,6 +755,9 @@ mod tests {
         assert_eq!(parse_pid(b"self\0"), None);
         assert_eq!(parse_pid(b"\0"), None);
         assert_eq!(parse_pid(b"99999999999\0"), None);
+        let mut buf = [0u8; 32];
+        assert_eq!(id_map(&mut buf, 0), b"0 0 1");
+        assert_eq!(id_map(&mut buf, u32::MAX), b"4294967295 4294967295 1");
         // SAFETY: reads /proc for this process.
         let me = unsafe { libc::getpid() };
         // SAFETY: as above.
