@@ -15,10 +15,13 @@
 //! (a kernel that does not compile, a refused knob) it fails (exit 1):
 //! `device::exit_without_subject`.
 
+mod common;
+
 use bitparity::props::compare::diff_groups;
 use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::router::{probe, CudaRouter};
 use bitparity::subject::SubjectError;
+use common::{eager_and_graph, finish, lcg24, Pass, Timings};
 use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::Layout;
 use oracles::op::{self, router::Router, Op};
@@ -30,13 +33,7 @@ const SHAPES: [(usize, usize, usize, usize, usize); 3] =
 
 /// Values from a 64-bit LCG, uniform in [shift, shift + scale).
 fn values(n: usize, seed: u64, scale: f32, shift: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((x >> 40) as f32) / (1u64 << 24) as f32 * scale + shift
-        })
-        .collect()
+    lcg24(seed).take(n).map(|r| r / (1u64 << 24) as f32 * scale + shift).collect()
 }
 
 fn case(t: usize, e: usize, g: usize, l: usize, k: usize, fused: bool) -> RouterCase {
@@ -56,11 +53,6 @@ fn case(t: usize, e: usize, g: usize, l: usize, k: usize, fused: bool) -> Router
         gw: values(t * k, 3, 2.0, -1.0),
         loss: fused.then_some(FusedLoss { clamp_tie: ClampTie::Strict, g: 1e-3 }),
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// The first bit difference between the kernels' outputs and the oracle's.
@@ -116,35 +108,17 @@ fn main() {
                 let c = case(t, en, g, l, k, fused);
                 let mismatch = check(&cuda, &c)?;
                 let mut dc = cuda.upload(&c).map_err(e)?;
-                let (fwd, bwd, both, gfwd, gbwd, gboth) = if mismatch.is_some() {
-                    (f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN)
-                } else {
-                    dc.launch_forward().map_err(e)?;
-                    let fwd = median(dev.time_us(warmup, iters, || dc.launch_forward()).map_err(e)?);
-                    let bwd = median(dev.time_us(warmup, iters, || dc.launch_backward()).map_err(e)?);
-                    let both = median(
-                        dev.time_us(warmup, iters, || {
-                            dc.launch_forward()?;
-                            dc.launch_backward()
-                        })
-                        .map_err(e)?,
-                    );
-                    let replay = |g: &cudarc::driver::CudaGraph| {
-                        g.launch().map_err(|x| SubjectError::Device(format!("graph launch: {x}")))
+                let Timings { fwd, bwd, both, graph_fwd: gfwd, graph_bwd: gbwd, graph_both: gboth } =
+                    if mismatch.is_some() {
+                        Timings::NONE
+                    } else {
+                        dc.launch_forward().map_err(e)?;
+                        let launch = |p: Pass| match p {
+                            Pass::Forward => dc.launch_forward(),
+                            Pass::Backward => dc.launch_backward(),
+                        };
+                        eager_and_graph(dev, warmup, iters, launch).map_err(e)?.0
                     };
-                    let gf = dev.capture(|| dc.launch_forward()).map_err(e)?;
-                    let gfwd = median(dev.time_us(warmup, iters, || replay(&gf)).map_err(e)?);
-                    let gb = dev.capture(|| dc.launch_backward()).map_err(e)?;
-                    let gbwd = median(dev.time_us(warmup, iters, || replay(&gb)).map_err(e)?);
-                    let gfb = dev
-                        .capture(|| {
-                            dc.launch_forward()?;
-                            dc.launch_backward()
-                        })
-                        .map_err(e)?;
-                    let gboth = median(dev.time_us(warmup, iters, || replay(&gfb)).map_err(e)?);
-                    (fwd, bwd, both, gfwd, gbwd, gboth)
-                };
                 // Bytes the kernels must move: the forward reads the logits
                 // and writes s, the map, ids and weights; the backward reads
                 // s, ids and gw and writes the gradient.
@@ -179,24 +153,5 @@ fn main() {
             "rows": rows,
         }))
     };
-    match run() {
-        Ok(v) => {
-            if let Some(p) = json_path {
-                let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-                if let Err(e) = bitparity::fsio::write_atomic(std::path::Path::new(&p), text.as_bytes()) {
-                    eprintln!("{e}");
-                    std::process::exit(1);
-                }
-            }
-            let bad = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
-            if bad > 0 {
-                eprintln!("gpu_router bench: {bad} shape(s) not bitwise equal to the oracle: no timing for them");
-                std::process::exit(1);
-            }
-        }
-        Err(e) => {
-            eprintln!("gpu_router bench failed: {e}");
-            std::process::exit(1);
-        }
-    }
+    finish("gpu_router", json_path, run());
 }

@@ -22,12 +22,14 @@
 //! only under `cargo bench` with no `--json` (a developer's machine, where no
 //! report is asked for) does it print `SKIPPED` with the reason and exit 0.
 
+mod common;
+
 use bitparity::props::compare::diff_groups;
 use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::probe;
 use bitparity::subject::cuda::seqwise_loss::DeviceCase;
 use bitparity::subject::SubjectError;
-use cudarc::driver::CudaGraph;
+use common::{eager_and_graph, finish, lcg24, median, replay, Pass, Timings};
 use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
 use oracles::op::{seqwise_loss::SeqwiseLoss, Op};
 use oracles::profile::seqwise_loss::SeqwiseProfile;
@@ -41,18 +43,7 @@ const STEADY_BATCH: usize = 20;
 
 /// Scores in (0, 1], like sigmoid outputs, from a 64-bit LCG: never zero.
 fn scores(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((x >> 40) as f32 + 1.0) / (1u64 << 24) as f32
-        })
-        .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    lcg24(seed).take(n).map(|r| (r + 1.0) / (1u64 << 24) as f32).collect()
 }
 
 /// The first bit difference between the device case's current outputs and
@@ -151,32 +142,14 @@ fn main() {
                 dc.launch_forward().map_err(e)?;
                 dc.launch_backward().map_err(e)?;
                 let mut mismatch = check(&dc, &case, &expected)?;
-                let nan = f64::NAN;
-                let (mut fwd, mut bwd, mut both, mut gfwd, mut gbwd, mut gboth) = (nan, nan, nan, nan, nan, nan);
-                let mut steady = nan;
+                let (mut timings, mut steady) = (Timings::NONE, f64::NAN);
                 if mismatch.is_none() {
-                    fwd = median(dev.time_us(warmup, iters, || dc.launch_forward()).map_err(e)?);
-                    bwd = median(dev.time_us(warmup, iters, || dc.launch_backward()).map_err(e)?);
-                    both = median(
-                        dev.time_us(warmup, iters, || {
-                            dc.launch_forward()?;
-                            dc.launch_backward()
-                        })
-                        .map_err(e)?,
-                    );
-                    let replay =
-                        |g: &CudaGraph| g.launch().map_err(|x| SubjectError::Device(format!("graph launch: {x}")));
-                    let gf = dev.capture(|| dc.launch_forward()).map_err(e)?;
-                    gfwd = median(dev.time_us(warmup, iters, || replay(&gf)).map_err(e)?);
-                    let gb = dev.capture(|| dc.launch_backward()).map_err(e)?;
-                    gbwd = median(dev.time_us(warmup, iters, || replay(&gb)).map_err(e)?);
-                    let gfb = dev
-                        .capture(|| {
-                            dc.launch_forward()?;
-                            dc.launch_backward()
-                        })
-                        .map_err(e)?;
-                    gboth = median(dev.time_us(warmup, iters, || replay(&gfb)).map_err(e)?);
+                    let launch = |p: Pass| match p {
+                        Pass::Forward => dc.launch_forward(),
+                        Pass::Backward => dc.launch_backward(),
+                    };
+                    let gfb;
+                    (timings, gfb) = eager_and_graph(dev, warmup, iters, launch).map_err(e)?;
                     steady = median(dev.time_batched_us(warmup, iters, STEADY_BATCH, || replay(&gfb)).map_err(e)?);
                     // What the replayed graph left in the buffers must still be
                     // the oracle's bits (a replay that reuses stale state, e.g.
@@ -184,10 +157,10 @@ fn main() {
                     replay(&gfb).map_err(e)?;
                     mismatch = check(&dc, &case, &expected)?.map(|m| format!("after graph replay: {m}"));
                     if mismatch.is_some() {
-                        (fwd, bwd, both, gfwd, gbwd, gboth) = (nan, nan, nan, nan, nan, nan);
-                        steady = nan;
+                        (timings, steady) = (Timings::NONE, f64::NAN);
                     }
                 }
+                let Timings { fwd, bwd, both, graph_fwd: gfwd, graph_bwd: gbwd, graph_both: gboth } = timings;
                 let (fwd_bytes, bwd_bytes) = bytes(t, en, objective);
                 let floor = |b: f64| b / bw * 1e6;
                 let status = match &mismatch {
@@ -222,31 +195,11 @@ fn main() {
             "rows": rows,
         }))
     };
-    match run() {
-        Ok(v) => {
-            if let Some(p) = json_path {
-                let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-                if let Err(e) = bitparity::fsio::write_atomic(std::path::Path::new(&p), text.as_bytes()) {
-                    eprintln!("{e}");
-                    std::process::exit(1);
-                }
-            }
-            // A timing of a kernel that does not conform is no result: the
-            // table shows it untimed, and the bench fails.
-            let rows = v["rows"].as_array().map_or(0, Vec::len);
-            let bad = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
-            if bad > 0 {
-                eprintln!("gpu_seqwise_loss bench: {bad} shape(s) not bitwise equal to the oracle: no timing for them");
-                std::process::exit(1);
-            }
-            if rows == 0 {
-                eprintln!("gpu_seqwise_loss bench: no shape selected (--only / --objective)");
-                std::process::exit(1);
-            }
-        }
-        Err(e) => {
-            eprintln!("gpu_seqwise_loss bench failed: {e}");
-            std::process::exit(1);
-        }
+    // A timing of a kernel that does not conform is no result: the table
+    // shows it untimed, and the bench fails.
+    let v = finish("gpu_seqwise_loss", json_path, run());
+    if v["rows"].as_array().map_or(0, Vec::len) == 0 {
+        eprintln!("gpu_seqwise_loss bench: no shape selected (--only / --objective)");
+        std::process::exit(1);
     }
 }

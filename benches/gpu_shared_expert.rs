@@ -39,9 +39,12 @@
 //! (a kernel that does not compile, a refused knob) it fails (exit 1):
 //! `device::exit_without_subject`.
 
+mod common;
+
 use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::shared_expert::{probe, CudaSharedExpert, Variant};
 use bitparity::subject::{Subject, SubjectError};
+use common::{finish, lcg24, median, replay};
 use oracles::case::shared_expert::SharedExpertCase;
 use oracles::case::Layout;
 use oracles::op::{self, shared_expert::SharedExpert};
@@ -62,11 +65,10 @@ const SHAPES: [(usize, usize, usize); 10] = [
 
 /// bf16 values uniform in [-scale, scale) (truncated to bf16) from an LCG.
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let v = ((x >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * scale;
+    lcg24(seed)
+        .take(n)
+        .map(|r| {
+            let v = (r / (1u64 << 23) as f32 - 1.0) * scale;
             f32::from_bits(v.to_bits() & 0xffff_0000)
         })
         .collect()
@@ -83,11 +85,6 @@ fn case(t: usize, h: usize, f: usize) -> SharedExpertCase {
         w2: values(h * f, 3, 2.0 / (f as f32).sqrt()),
         dy: values(t * h, 4, 1.0),
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn same(a: &[f32], b: &[f32]) -> bool {
@@ -328,12 +325,7 @@ fn main() {
                         dc.launch_backward()
                     })
                     .map_err(e)?;
-                graph = median(
-                    dev.time_batched_us(warmup, n, 5, || {
-                        g.launch().map_err(|x| SubjectError::Device(format!("graph launch: {x}")))
-                    })
-                    .map_err(e)?,
-                ) / 1e3;
+                graph = median(dev.time_batched_us(warmup, n, 5, || replay(&g)).map_err(e)?) / 1e3;
                 for &s in &steps {
                     times.push(median(dev.time_us(1, n, || dc.launch(s)).map_err(e)?) / 1e3);
                 }
@@ -382,26 +374,5 @@ fn main() {
             "libraries": libraries(&only, warmup, iters)?,
         }))
     };
-    match run() {
-        Ok(v) => {
-            if let Some(p) = json_path {
-                let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-                if let Err(e) = bitparity::fsio::write_atomic(std::path::Path::new(&p), text.as_bytes()) {
-                    eprintln!("{e}");
-                    std::process::exit(1);
-                }
-            }
-            let bad = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
-            if bad > 0 {
-                eprintln!(
-                    "gpu_shared_expert bench: {bad} shape(s) not bitwise equal to the oracle: no timing for them"
-                );
-                std::process::exit(1);
-            }
-        }
-        Err(e) => {
-            eprintln!("gpu_shared_expert bench failed: {e}");
-            std::process::exit(1);
-        }
-    }
+    finish("gpu_shared_expert", json_path, run());
 }

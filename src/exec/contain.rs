@@ -127,6 +127,7 @@ pub fn spawn(argv: &[String], env: &[(String, String)]) -> Result<Contained, Str
     arg_ptrs.push(std::ptr::null());
     let mut env_ptrs: Vec<*const libc::c_char> = envs.iter().map(|e| e.as_ptr()).collect();
     env_ptrs.push(std::ptr::null());
+    let exec = Program { exe: exe.as_ptr(), argv: arg_ptrs.as_ptr(), envp: env_ptrs.as_ptr() };
 
     let (in_r, in_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
@@ -142,7 +143,7 @@ pub fn spawn(argv: &[String], env: &[(String, String)]) -> Result<Contained, Str
     let guard = unsafe { libc::fork() };
     if guard == 0 {
         // SAFETY: in the forked child; see `guard`'s contract.
-        unsafe { run_guard(parent, exe.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr(), ends) }
+        unsafe { run_guard(parent, exec, ends) }
     }
     for fd in [in_r, out_w, err_w, info_w] {
         close(fd);
@@ -191,6 +192,15 @@ pub fn spawn(argv: &[String], env: &[(String, String)]) -> Result<Contained, Str
     Ok(Contained { guard, provider, mode, stdin, stdout, stderr })
 }
 
+/// The provider's program as execve takes it: NUL-terminated strings and a
+/// null-terminated array of each, made before the fork.
+#[derive(Clone, Copy)]
+struct Program {
+    exe: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+}
+
 /// The child's ends of the pipes, as the guard receives them.
 #[derive(Clone, Copy)]
 struct Ends {
@@ -213,16 +223,10 @@ unsafe fn record(fd: i32, tag: u8, v: i32) {
 /// The guard (see the module's header). Never returns.
 ///
 /// # Safety
-/// Only in the child of `fork`, with `exe`, `argv` and `envp` valid
-/// NUL-terminated strings and null-terminated arrays. Everything here is an
+/// Only in the child of `fork`, with `program`'s strings and arrays valid
+/// (NUL-terminated, null-terminated). Everything here is an
 /// async-signal-safe system call on stack memory or on those arrays.
-unsafe fn run_guard(
-    parent: i32,
-    exe: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    ends: Ends,
-) -> ! {
+unsafe fn run_guard(parent: i32, program: Program, ends: Ends) -> ! {
     let me = libc::getpid();
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -252,8 +256,8 @@ unsafe fn run_guard(
     let child = libc::fork();
     if child == 0 {
         match mode {
-            Mode::Subreaper => run_provider(me, exe, argv, envp, ends),
-            _ => run_init(status_pipe[1], exe, argv, envp, ends),
+            Mode::Subreaper => run_provider(me, program, ends),
+            _ => run_init(status_pipe[1], program, ends),
         }
     }
     if child < 0 {
@@ -339,18 +343,12 @@ unsafe fn run_guard(
 ///
 /// # Safety
 /// As [`run_guard`].
-unsafe fn run_init(
-    status_w: i32,
-    exe: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    ends: Ends,
-) -> ! {
+unsafe fn run_init(status_w: i32, program: Program, ends: Ends) -> ! {
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
     own_proc();
     let provider = libc::fork();
     if provider == 0 {
-        run_provider(1, exe, argv, envp, ends);
+        run_provider(1, program, ends);
     }
     if provider < 0 {
         record(ends.info_w, b'F', *libc::__errno_location());
@@ -400,13 +398,7 @@ unsafe fn own_proc() {
 ///
 /// # Safety
 /// As [`run_guard`].
-unsafe fn run_provider(
-    parent: i32,
-    exe: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    ends: Ends,
-) -> ! {
+unsafe fn run_provider(parent: i32, program: Program, ends: Ends) -> ! {
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
     // The parent (the guard, or the namespace's reaper, pid 1 there) may
@@ -427,7 +419,7 @@ unsafe fn run_provider(
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
     libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-    libc::execve(exe, argv, envp);
+    libc::execve(program.exe, program.argv, program.envp);
     record(ends.info_w, b'E', *libc::__errno_location());
     libc::_exit(127)
 }
@@ -490,26 +482,33 @@ unsafe fn isolate() -> Mode {
 /// `"<id> <id> 1"` in `buf`.
 fn id_map(buf: &mut [u8; 32], id: u32) -> &[u8] {
     let mut digits = [0u8; 10];
-    let (mut n, mut v) = (0, id);
+    let digits = decimal(&mut digits, id);
+    let n = concat(buf, &[digits, b" ", digits, b" 1"]);
+    &buf[..n]
+}
+
+/// The decimal digits of `v`, most significant first, at the end of `buf`
+/// (async-signal-safe: no allocation, no formatting machinery).
+fn decimal(buf: &mut [u8; 10], mut v: u32) -> &[u8] {
+    let mut at = buf.len();
     loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
         v /= 10;
-        if v == 0 || n == digits.len() {
-            break;
+        if v == 0 {
+            return &buf[at..];
         }
     }
+}
+
+/// `parts` one after the other from the start of `buf`; the bytes written.
+fn concat(buf: &mut [u8], parts: &[&[u8]]) -> usize {
     let mut at = 0;
-    for _ in 0..2 {
-        for i in (0..n).rev() {
-            buf[at] = digits[i];
-            at += 1;
-        }
-        buf[at] = b' ';
-        at += 1;
+    for part in parts {
+        buf[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
     }
-    buf[at] = b'1';
-    &buf[..at + 1]
+    at
 }
 
 /// Writes `bytes` to the file `path`.
@@ -637,25 +636,10 @@ fn parse_pid(name: &[u8]) -> Option<i32> {
 /// # Safety
 /// Async-signal-safe: open, read and close on stack buffers.
 unsafe fn parent_of(pid: i32) -> Option<i32> {
+    // NUL-terminated: 6 + at most 10 + 5 bytes written.
     let mut path = [0u8; 32];
-    let prefix = b"/proc/";
-    path[..prefix.len()].copy_from_slice(prefix);
-    let mut at = prefix.len();
-    let mut digits = [0u8; 11];
-    let (mut n, mut v) = (0, pid);
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 || n == digits.len() {
-            break;
-        }
-    }
-    for i in (0..n).rev() {
-        path[at] = digits[i];
-        at += 1;
-    }
-    path[at..at + 5].copy_from_slice(b"/stat");
+    let mut digits = [0u8; 10];
+    concat(&mut path, &[b"/proc/", decimal(&mut digits, u32::try_from(pid).ok()?), b"/stat"]);
     let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
     if fd < 0 {
         return None;
@@ -763,6 +747,9 @@ mod tests {
         assert_eq!(parse_pid(b"self\0"), None);
         assert_eq!(parse_pid(b"\0"), None);
         assert_eq!(parse_pid(b"99999999999\0"), None);
+        let mut buf = [0u8; 32];
+        assert_eq!(id_map(&mut buf, 0), b"0 0 1");
+        assert_eq!(id_map(&mut buf, u32::MAX), b"4294967295 4294967295 1");
         // SAFETY: reads /proc for this process.
         let me = unsafe { libc::getpid() };
         // SAFETY: as above.

@@ -20,7 +20,7 @@ pub mod shared_expert;
 pub use registry::{with_op, OpCommand, OPS};
 
 use crate::gen::GenConfig;
-use crate::subject::{AnyOrderSubject, Available, ProfileOracle, Skip, SubjectRef, ANY_ORDER_PREFIX};
+use crate::subject::{AnyOrderSubject, Available, ProfileOracle, Skip, Subject, SubjectRef, ANY_ORDER_PREFIX};
 use oracles::op::{Op, Profile};
 use oracles::padding::PaddingRule;
 use proptest::test_runner::{RngAlgorithm, TestRng};
@@ -71,6 +71,9 @@ pub use crate::subject::ResolveError;
 pub trait Harness: Op + crate::exec::Wire {
     /// The adversarial classes of the op's generator (docs/ops/README.md#adversarial-cases).
     type Class: Copy + Ord + fmt::Display + Send + Sync + 'static;
+    /// The op's kernel model (the op written a second time), made a
+    /// subject by [`kernel_model!`].
+    type Model: KernelModel<Self>;
     /// The prefix of the op's fuzz targets (`loss` for `loss_fwd`, `loss_bwd`).
     const FUZZ_PREFIX: &'static str;
 
@@ -98,8 +101,10 @@ pub trait Harness: Op + crate::exec::Wire {
     }
     /// The case, compactly: its shape and the values that matter.
     fn describe(case: &Self::Case) -> String;
-    /// The kernel model of a profile (the op written a second time).
-    fn model(profile: &Self::Profile) -> SubjectRef<Self>;
+    /// The kernel model of a profile.
+    fn model(profile: &Self::Profile) -> SubjectRef<Self> {
+        Arc::new(Self::Model::of(profile))
+    }
     /// The op's GPU subject, or why it cannot run here.
     fn device() -> Result<SubjectRef<Self>, String>;
     /// The names of the op's other GPU subjects (shared_expert's
@@ -115,8 +120,72 @@ pub trait Harness: Op + crate::exec::Wire {
         Err(format!("{}: no library subject {name:?}", Self::NAME))
     }
     /// The op's planted bugs.
-    fn planted() -> Vec<Planted<Self>>;
+    fn planted() -> Vec<Planted<Self>> {
+        Self::Model::planted()
+    }
 }
+
+/// An op's kernel model ([`crate::model`]) as the layer above uses it.
+pub trait KernelModel<O: Op>: Subject<O> + 'static {
+    /// The model of `profile` (subject `model:<profile>`).
+    fn of(profile: &O::Profile) -> Self;
+    /// The model with each of the op's planted bugs (`bug:<name>`).
+    fn planted() -> Vec<Planted<O>>;
+}
+
+/// Makes `$model`, the kernel model of op `$op` with the planted bugs
+/// `$bug`, a [`Subject`] and a [`KernelModel`]. Every model has the same
+/// fields (`profile`, `bug`) and inherent items (`new`, `planted`,
+/// `forward`, `backward`; the bug's `ALL`, `name`, `describe`), but cannot
+/// implement this layer's traits itself: `src/model/` names nothing outside
+/// the models (tests/model_independence.rs).
+macro_rules! kernel_model {
+    ($op:ty, $model:ident, $bug:ident) => {
+        impl $crate::subject::Subject<$op> for $model {
+            fn name(&self) -> String {
+                match self.bug {
+                    None => format!("model:{}", self.profile.name),
+                    Some(b) => format!("bug:{}", b.name()),
+                }
+            }
+            fn profile(&self) -> Option<<$op as oracles::op::Op>::Profile> {
+                Some(self.profile.clone())
+            }
+            fn kind(&self) -> $crate::subject::SubjectKind {
+                $crate::subject::SubjectKind::Model
+            }
+            fn forward(
+                &self,
+                case: &<$op as oracles::op::Op>::Case,
+            ) -> Result<<$op as oracles::op::Op>::Fwd<f32>, $crate::subject::SubjectError> {
+                $model::forward(self, case).map_err($crate::subject::model_error)
+            }
+            fn backward(
+                &self,
+                case: &<$op as oracles::op::Op>::Case,
+            ) -> Result<<$op as oracles::op::Op>::Bwd<f32>, $crate::subject::SubjectError> {
+                $model::backward(self, case).map_err($crate::subject::model_error)
+            }
+        }
+
+        impl $crate::harness::KernelModel<$op> for $model {
+            fn of(profile: &<$op as oracles::op::Op>::Profile) -> Self {
+                $model::new(profile.clone())
+            }
+            fn planted() -> Vec<$crate::harness::Planted<$op>> {
+                $bug::ALL
+                    .into_iter()
+                    .map(|b| $crate::harness::Planted {
+                        name: b.name(),
+                        description: b.describe(),
+                        subject: std::sync::Arc::new($model::planted(b)),
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+pub(crate) use kernel_model;
 
 /// A value of type `T` made once per process for op `O` (`init` runs on
 /// first use): what a command reuses from call to call, such as the

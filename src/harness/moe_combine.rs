@@ -1,16 +1,15 @@
 //! `moe_combine`'s testing half: its generator, shrinking, transforms,
 //! subjects and planted bugs, plugged into the generic layer.
 
-use super::{hex_list, Harness, Metamorphic, Planted, Transform, SHOWN_ROWS};
+use super::{hex_list, Harness, Metamorphic, Transform, SHOWN_ROWS};
 use crate::gen::moe_combine as gen;
 use crate::gen::GenConfig;
 use crate::model::MoeCombineModel;
 use crate::planted::MoeCombineBug;
-use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef};
-use oracles::case::moe_combine::{slot_count, MoeCombineBackward, MoeCombineCase, MoeCombineForward};
+use crate::subject::SubjectRef;
+use oracles::case::moe_combine::{slot_count, MoeCombineCase};
 use oracles::op::moe_combine::MoeCombine;
 use oracles::padding::PaddingRule;
-use oracles::profile::moe_combine::MoeCombineProfile;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -43,6 +42,7 @@ fn poisoned(mut c: MoeCombineCase, tokens: &[usize]) -> MoeCombineCase {
 
 impl Harness for MoeCombine {
     type Class = gen::Class;
+    type Model = MoeCombineModel;
     const FUZZ_PREFIX: &'static str = "combine";
 
     fn classes() -> &'static [gen::Class] {
@@ -150,10 +150,6 @@ impl Harness for MoeCombine {
         describe(case)
     }
 
-    fn model(profile: &MoeCombineProfile) -> SubjectRef<Self> {
-        Arc::new(MoeCombineModel::new(profile.clone()))
-    }
-
     fn device() -> Result<SubjectRef<Self>, String> {
         use crate::subject::cuda::moe_combine::{probe, Variant};
         probe(Variant::Gather).map(|c| Arc::new(c) as SubjectRef<Self>)
@@ -171,39 +167,9 @@ impl Harness for MoeCombine {
             _ => Err(format!("moe_combine: no library subject {name:?}")),
         }
     }
-
-    fn planted() -> Vec<Planted<Self>> {
-        MoeCombineBug::ALL
-            .into_iter()
-            .map(|b| Planted {
-                name: b.name(),
-                description: b.describe(),
-                subject: Arc::new(MoeCombineModel::planted(b)),
-            })
-            .collect()
-    }
 }
 
-impl Subject<MoeCombine> for MoeCombineModel {
-    fn name(&self) -> String {
-        match self.bug {
-            None => format!("model:{}", self.profile.name),
-            Some(b) => format!("bug:{}", b.name()),
-        }
-    }
-    fn profile(&self) -> Option<MoeCombineProfile> {
-        Some(self.profile.clone())
-    }
-    fn kind(&self) -> SubjectKind {
-        SubjectKind::Model
-    }
-    fn forward(&self, case: &MoeCombineCase) -> Result<MoeCombineForward<f32>, SubjectError> {
-        MoeCombineModel::forward(self, case).map_err(model_error)
-    }
-    fn backward(&self, case: &MoeCombineCase) -> Result<MoeCombineBackward<f32>, SubjectError> {
-        MoeCombineModel::backward(self, case).map_err(model_error)
-    }
-}
+super::kernel_model!(MoeCombine, MoeCombineModel, MoeCombineBug);
 
 /// The case compactly: shape, capacity and layout; each token's ids,
 /// weights, x and dy; each slot's x_exp and g_disp rows; as exact hex floats.

@@ -1,17 +1,16 @@
 //! `router`'s testing half: its generator, shrinking, transforms, subjects
 //! and planted bugs, plugged into the generic layer.
 
-use super::{hex_list, Harness, Metamorphic, Planted, Transform, SHOWN_ROWS};
+use super::{hex_list, Harness, Metamorphic, Transform, SHOWN_ROWS};
 use crate::gen::router as gen;
 use crate::gen::GenConfig;
 use crate::model::RouterModel;
 use crate::planted::router::RouterBug;
-use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef};
+use crate::subject::SubjectRef;
 use oracles::case::hexf;
-use oracles::case::router::{RouterBackward, RouterCase, RouterForward};
+use oracles::case::router::RouterCase;
 use oracles::op::router::Router;
 use oracles::padding::PaddingRule;
-use oracles::profile::router::RouterProfile;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -34,6 +33,7 @@ fn keep_tokens(case: &RouterCase, rows: &[usize]) -> RouterCase {
 
 impl Harness for Router {
     type Class = gen::Class;
+    type Model = RouterModel;
     const FUZZ_PREFIX: &'static str = "router";
 
     fn classes() -> &'static [gen::Class] {
@@ -128,42 +128,12 @@ impl Harness for Router {
         describe(case)
     }
 
-    fn model(profile: &RouterProfile) -> SubjectRef<Self> {
-        Arc::new(RouterModel::new(profile.clone()))
-    }
-
     fn device() -> Result<SubjectRef<Self>, String> {
         crate::subject::cuda::router::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
     }
-
-    fn planted() -> Vec<Planted<Self>> {
-        RouterBug::ALL
-            .into_iter()
-            .map(|b| Planted { name: b.name(), description: b.describe(), subject: Arc::new(RouterModel::planted(b)) })
-            .collect()
-    }
 }
 
-impl Subject<Router> for RouterModel {
-    fn name(&self) -> String {
-        match self.bug {
-            None => format!("model:{}", self.profile.name),
-            Some(b) => format!("bug:{}", b.name()),
-        }
-    }
-    fn profile(&self) -> Option<RouterProfile> {
-        Some(self.profile.clone())
-    }
-    fn kind(&self) -> SubjectKind {
-        SubjectKind::Model
-    }
-    fn forward(&self, case: &RouterCase) -> Result<RouterForward<f32>, SubjectError> {
-        RouterModel::forward(self, case).map_err(model_error)
-    }
-    fn backward(&self, case: &RouterCase) -> Result<RouterBackward<f32>, SubjectError> {
-        RouterModel::backward(self, case).map_err(model_error)
-    }
-}
+super::kernel_model!(Router, RouterModel, RouterBug);
 
 /// The case compactly: shape and settings, then each token's logits and gw
 /// as exact hex floats.

@@ -1,17 +1,16 @@
 //! `seqwise_loss`'s testing half: its generator, shrinking, transforms,
 //! subjects and planted bugs, plugged into the generic layer.
 
-use super::{hex_list, Harness, Metamorphic, Planted, Transform, SHOWN_ROWS};
+use super::{hex_list, Harness, Metamorphic, Transform, SHOWN_ROWS};
 use crate::gen::seqwise_loss as gen;
 use crate::gen::GenConfig;
 use crate::model::SeqwiseModel;
 use crate::planted::seqwise_loss::SeqwiseBug;
-use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef};
+use crate::subject::SubjectRef;
 use oracles::case::hexf;
-use oracles::case::seqwise_loss::{Objective, SeqwiseBackward, SeqwiseCase, SeqwiseForward};
+use oracles::case::seqwise_loss::{Objective, SeqwiseCase};
 use oracles::op::seqwise_loss::SeqwiseLoss;
 use oracles::padding::PaddingRule;
-use oracles::profile::seqwise_loss::SeqwiseProfile;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -28,6 +27,7 @@ const FINITE_PADDING: [f32; 2] = [0.75, -0.375];
 
 impl Harness for SeqwiseLoss {
     type Class = gen::Class;
+    type Model = SeqwiseModel;
     const FUZZ_PREFIX: &'static str = "loss";
 
     fn classes() -> &'static [gen::Class] {
@@ -129,42 +129,12 @@ impl Harness for SeqwiseLoss {
         describe(case)
     }
 
-    fn model(profile: &SeqwiseProfile) -> SubjectRef<Self> {
-        Arc::new(SeqwiseModel::new(profile.clone()))
-    }
-
     fn device() -> Result<SubjectRef<Self>, String> {
         crate::subject::cuda::probe().map(|c| Arc::new(c) as SubjectRef<Self>)
     }
-
-    fn planted() -> Vec<Planted<Self>> {
-        SeqwiseBug::ALL
-            .into_iter()
-            .map(|b| Planted { name: b.name(), description: b.describe(), subject: Arc::new(SeqwiseModel::planted(b)) })
-            .collect()
-    }
 }
 
-impl Subject<SeqwiseLoss> for SeqwiseModel {
-    fn name(&self) -> String {
-        match self.bug {
-            None => format!("model:{}", self.profile.name),
-            Some(b) => format!("bug:{}", b.name()),
-        }
-    }
-    fn profile(&self) -> Option<SeqwiseProfile> {
-        Some(self.profile.clone())
-    }
-    fn kind(&self) -> SubjectKind {
-        SubjectKind::Model
-    }
-    fn forward(&self, case: &SeqwiseCase) -> Result<SeqwiseForward<f32>, SubjectError> {
-        SeqwiseModel::forward(self, case).map_err(model_error)
-    }
-    fn backward(&self, case: &SeqwiseCase) -> Result<SeqwiseBackward<f32>, SubjectError> {
-        SeqwiseModel::backward(self, case).map_err(model_error)
-    }
-}
+super::kernel_model!(SeqwiseLoss, SeqwiseModel, SeqwiseBug);
 
 /// Invalid variants of a valid case, each with what makes it invalid.
 pub fn invalid_variants(case: &SeqwiseCase) -> Vec<(&'static str, SeqwiseCase)> {

@@ -1,16 +1,15 @@
 //! `shared_expert`'s testing half: its generator, shrinking, transforms,
 //! subjects and planted bugs, plugged into the generic layer.
 
-use super::{hex_list, Harness, Metamorphic, Planted, Transform, SHOWN_ROWS};
+use super::{hex_list, Harness, Metamorphic, Transform, SHOWN_ROWS};
 use crate::gen::shared_expert as gen;
 use crate::gen::GenConfig;
 use crate::model::SharedExpertModel;
 use crate::planted::SharedExpertBug;
-use crate::subject::{model_error, Subject, SubjectError, SubjectKind, SubjectRef};
-use oracles::case::shared_expert::{SharedExpertBackward, SharedExpertCase, SharedExpertForward};
+use crate::subject::SubjectRef;
+use oracles::case::shared_expert::SharedExpertCase;
 use oracles::op::shared_expert::SharedExpert;
 use oracles::padding::PaddingRule;
-use oracles::profile::shared_expert::SharedExpertProfile;
 use proptest::test_runner::TestRng;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -18,6 +17,7 @@ use std::sync::Arc;
 
 impl Harness for SharedExpert {
     type Class = gen::Class;
+    type Model = SharedExpertModel;
     const FUZZ_PREFIX: &'static str = "se";
 
     fn classes() -> &'static [gen::Class] {
@@ -100,10 +100,6 @@ impl Harness for SharedExpert {
         describe(case)
     }
 
-    fn model(profile: &SharedExpertProfile) -> SubjectRef<Self> {
-        Arc::new(SharedExpertModel::new(profile.clone()))
-    }
-
     fn device() -> Result<SubjectRef<Self>, String> {
         use crate::subject::cuda::shared_expert::{probe, Variant};
         probe(Variant::Strict).map(|c| Arc::new(c) as SubjectRef<Self>)
@@ -127,39 +123,9 @@ impl Harness for SharedExpert {
         };
         probe(v).map(|c| Arc::new(c) as SubjectRef<Self>)
     }
-
-    fn planted() -> Vec<Planted<Self>> {
-        SharedExpertBug::ALL
-            .into_iter()
-            .map(|b| Planted {
-                name: b.name(),
-                description: b.describe(),
-                subject: Arc::new(SharedExpertModel::planted(b)),
-            })
-            .collect()
-    }
 }
 
-impl Subject<SharedExpert> for SharedExpertModel {
-    fn name(&self) -> String {
-        match self.bug {
-            None => format!("model:{}", self.profile.name),
-            Some(b) => format!("bug:{}", b.name()),
-        }
-    }
-    fn profile(&self) -> Option<SharedExpertProfile> {
-        Some(self.profile.clone())
-    }
-    fn kind(&self) -> SubjectKind {
-        SubjectKind::Model
-    }
-    fn forward(&self, case: &SharedExpertCase) -> Result<SharedExpertForward<f32>, SubjectError> {
-        SharedExpertModel::forward(self, case).map_err(model_error)
-    }
-    fn backward(&self, case: &SharedExpertCase) -> Result<SharedExpertBackward<f32>, SubjectError> {
-        SharedExpertModel::backward(self, case).map_err(model_error)
-    }
-}
+super::kernel_model!(SharedExpert, SharedExpertModel, SharedExpertBug);
 
 /// The case compactly: shape and layout, the weights, then each token's x
 /// and dy, as exact hex floats.

@@ -92,6 +92,45 @@ impl Layout {
     }
 }
 
+/// What the ops' case tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use serde::de::DeserializeOwned;
+    use serde::Serialize;
+    use std::fmt::Debug;
+
+    /// A change that makes a valid case invalid, and what it breaks.
+    pub type Mutation<C> = (fn(&mut C), &'static str);
+
+    /// Each of `bad`, applied to `valid()`, fails `validate`.
+    pub fn each_refused<C, E>(valid: fn() -> C, validate: fn(&C) -> Result<(), E>, bad: Vec<Mutation<C>>) {
+        for (f, what) in bad {
+            let mut c = valid();
+            f(&mut c);
+            assert!(validate(&c).is_err(), "{what} accepted");
+        }
+    }
+
+    /// `case` comes back from its JSON; the JSON with `key` spelled `typo`,
+    /// or without each of `missing` (a key and its value, as the JSON has
+    /// them), is refused.
+    pub fn json_is_strict<C>(case: &C, (key, typo): (&str, &str), missing: &[&str])
+    where
+        C: Serialize + DeserializeOwned + PartialEq + Debug,
+    {
+        let text = serde_json::to_string(case).unwrap();
+        assert_eq!(&serde_json::from_str::<C>(&text).unwrap(), case);
+        let misspelt = text.replace(key, typo);
+        assert_ne!(misspelt, text, "{key}");
+        assert!(serde_json::from_str::<C>(&misspelt).is_err(), "{misspelt}");
+        for m in missing {
+            let cut = text.replace(m, "");
+            assert_ne!(cut, text, "{m}");
+            assert!(serde_json::from_str::<C>(&cut).is_err(), "{cut}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod layout_tests {
     use super::*;

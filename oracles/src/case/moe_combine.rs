@@ -403,6 +403,7 @@ pub struct MoeCombineBackward<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::testing::{each_refused, json_is_strict, Mutation};
 
     /// T = 3, H = 2, E = 3, k = 2, no capacity: token 0 -> (2, 0), token 1
     /// -> (0, 1), token 2 -> (1, 2). Expert 0 takes (0, 1) then (1, 0),
@@ -435,11 +436,9 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::type_complexity)] // a table of (mutation, field) pairs
     fn validation_catches_every_rule() {
         assert_eq!(case().validate(), Ok(()));
-        type Mutation = (fn(&mut MoeCombineCase), &'static str);
-        let bad: Vec<Mutation> = vec![
+        let bad: Vec<Mutation<MoeCombineCase>> = vec![
             (|c| c.t = 0, "T"),
             (|c| c.h = 0, "H"),
             (|c| c.e = 0, "E"),
@@ -463,11 +462,7 @@ mod tests {
             (|c| c.g_disp.push(0.0), "g_disp length"),
             (|c| c.capacity = Some(1), "x_exp sized for no capacity"),
         ];
-        for (f, what) in bad {
-            let mut c = case();
-            f(&mut c);
-            assert!(c.validate().is_err(), "{what} accepted");
-        }
+        each_refused(case, MoeCombineCase::validate, bad);
     }
 
     #[test]
@@ -514,15 +509,6 @@ mod tests {
 
     #[test]
     fn json_refuses_unknown_and_missing_keys() {
-        let text = serde_json::to_string(&case()).unwrap();
-        let back: MoeCombineCase = serde_json::from_str(&text).unwrap();
-        assert_eq!(back, case());
-        let typo = text.replace("\"g_disp\"", "\"g_dispp\"");
-        assert!(serde_json::from_str::<MoeCombineCase>(&typo).is_err());
-        for key in ["\"capacity\":null,", "\"padding\":null,"] {
-            let missing = text.replace(key, "");
-            assert_ne!(missing, text, "{key}");
-            assert!(serde_json::from_str::<MoeCombineCase>(&missing).is_err(), "{missing}");
-        }
+        json_is_strict(&case(), ("\"g_disp\"", "\"g_dispp\""), &["\"capacity\":null,", "\"padding\":null,"]);
     }
 }

@@ -189,6 +189,7 @@ pub struct RouterBackward<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::testing::{each_refused, json_is_strict, Mutation};
 
     /// DeepSeek-V3's shape on 2 tokens.
     pub fn case() -> RouterCase {
@@ -210,11 +211,9 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::type_complexity)] // a table of (mutation, field) pairs
     fn validation_catches_every_rule() {
         assert_eq!(case().validate(), Ok(()));
-        type Mutation = (fn(&mut RouterCase), &'static str);
-        let bad: Vec<Mutation> = vec![
+        let bad: Vec<Mutation<RouterCase>> = vec![
             (|c| c.t = 0, "T"),
             (|c| c.logits.pop().map(|_| ()).unwrap_or(()), "logits"),
             (|c| c.bias[3] = f32::NAN, "bias"),
@@ -232,21 +231,11 @@ mod tests {
             (|c| c.layout.row_stride = 7, "stride"),
             (|c| c.layout.row_stride = usize::MAX / 2, "huge stride"),
         ];
-        for (f, what) in bad {
-            let mut c = case();
-            f(&mut c);
-            assert!(c.validate().is_err(), "{what} accepted");
-        }
+        each_refused(case, RouterCase::validate, bad);
     }
 
     #[test]
     fn json_refuses_unknown_and_missing_keys() {
-        let text = serde_json::to_string(&case()).unwrap();
-        let back: RouterCase = serde_json::from_str(&text).unwrap();
-        assert_eq!(back, case());
-        let typo = text.replace("\"padding\"", "\"paddding\"");
-        assert!(serde_json::from_str::<RouterCase>(&typo).is_err());
-        let missing = text.replace("\"loss\":null,", "").replace(",\"loss\":null", "");
-        assert!(serde_json::from_str::<RouterCase>(&missing).is_err(), "{missing}");
+        json_is_strict(&case(), ("\"padding\"", "\"paddding\""), &[",\"loss\":null"]);
     }
 }

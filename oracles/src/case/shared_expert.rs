@@ -173,6 +173,7 @@ pub struct SharedExpertBackward<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::case::testing::{each_refused, json_is_strict, Mutation};
 
     /// T = 2, H = 3, F = 2, every value a bf16.
     pub fn case() -> SharedExpertCase {
@@ -197,11 +198,9 @@ mod tests {
     }
 
     #[test]
-    #[allow(clippy::type_complexity)] // a table of (mutation, field) pairs
     fn validation_catches_every_rule() {
         assert_eq!(case().validate(), Ok(()));
-        type Mutation = (fn(&mut SharedExpertCase), &'static str);
-        let bad: Vec<Mutation> = vec![
+        let bad: Vec<Mutation<SharedExpertCase>> = vec![
             (|c| c.t = 0, "T"),
             (|c| c.h = 0, "H"),
             (|c| c.f = 0, "F"),
@@ -219,23 +218,12 @@ mod tests {
             (|c| c.f = usize::MAX / 2, "huge F"),
             (|c| c.t = usize::MAX, "huge T"),
         ];
-        for (f, what) in bad {
-            let mut c = case();
-            f(&mut c);
-            assert!(c.validate().is_err(), "{what} accepted");
-        }
+        each_refused(case, SharedExpertCase::validate, bad);
     }
 
     #[test]
     fn json_refuses_unknown_and_missing_keys() {
-        let text = serde_json::to_string(&case()).unwrap();
-        let back: SharedExpertCase = serde_json::from_str(&text).unwrap();
-        assert_eq!(back, case());
-        let typo = text.replace("\"dy\"", "\"dyy\"");
-        assert!(serde_json::from_str::<SharedExpertCase>(&typo).is_err());
-        let missing = text.replace(",\"layout\":{\"offset\":0,\"row_stride\":3}", "");
-        assert_ne!(missing, text);
-        assert!(serde_json::from_str::<SharedExpertCase>(&missing).is_err(), "{missing}");
+        json_is_strict(&case(), ("\"dy\"", "\"dyy\""), &[",\"layout\":{\"offset\":0,\"row_stride\":3}"]);
     }
 
     #[test]

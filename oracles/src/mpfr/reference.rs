@@ -10,8 +10,8 @@ use super::rational::Rat;
 use super::Bound;
 use super::{correctly_rounded, with_precision, Exact, Verdict, MAX_PREC, START_PREC};
 use crate::any_order::{count_ambiguous, AnyOrder};
-use crate::num::{Bounded, Bounds};
-use crate::op::{Group, Op, Run, Values};
+use crate::num::{Bounded, Bounds, Num};
+use crate::op::{BwdRun, FwdRun, Group, Op, Run, Values};
 use crate::padding::PaddingRule;
 use rug::Rational;
 
@@ -109,13 +109,84 @@ fn settles(r: &Rat, x: &Exact) -> bool {
     x.err.is_finite() && x.err.to_float() >= Rational::from(q - &v).abs()
 }
 
-/// The exact forward on `imposed` decisions (those of the profile being judged,
+/// A pass of an op, as a reference computes and reads it: [`Forward`] or
+/// [`Backward`].
+pub trait Pass<O: Op> {
+    /// The pass's outputs on value type `N`.
+    type Out<N: Num>;
+    /// The pass on `N` (see [`Op::forward_under`]).
+    fn run<N: Num>(
+        case: &O::Case,
+        profile: &O::Profile,
+        rule: PaddingRule,
+        imposed: Option<&O::Decisions>,
+    ) -> Result<PassRun<O, Self, N>, O::Error>;
+    /// The pass's outputs, labelled (see [`Op::fwd_groups`]).
+    fn groups<'a, N: Num>(case: &O::Case, out: &'a Self::Out<N>) -> Vec<Group<'a, N>>;
+}
+
+/// A result of pass `P` of op `O` on value type `N`, with its decisions.
+pub type PassRun<O, P, N> = Run<<P as Pass<O>>::Out<N>, <O as Op>::Decisions>;
+
+/// The forward.
+pub struct Forward;
+
+/// The backward.
+pub struct Backward;
+
+impl<O: Op> Pass<O> for Forward {
+    type Out<N: Num> = O::Fwd<N>;
+    fn run<N: Num>(
+        case: &O::Case,
+        profile: &O::Profile,
+        rule: PaddingRule,
+        imposed: Option<&O::Decisions>,
+    ) -> Result<FwdRun<O, N>, O::Error> {
+        O::forward_under::<N>(case, profile, rule, imposed)
+    }
+    fn groups<'a, N: Num>(case: &O::Case, out: &'a O::Fwd<N>) -> Vec<Group<'a, N>> {
+        O::fwd_groups(case, out)
+    }
+}
+
+impl<O: Op> Pass<O> for Backward {
+    type Out<N: Num> = O::Bwd<N>;
+    fn run<N: Num>(
+        case: &O::Case,
+        profile: &O::Profile,
+        rule: PaddingRule,
+        imposed: Option<&O::Decisions>,
+    ) -> Result<BwdRun<O, N>, O::Error> {
+        O::backward_under::<N>(case, profile, rule, imposed)
+    }
+    fn groups<'a, N: Num>(case: &O::Case, out: &'a O::Bwd<N>) -> Vec<Group<'a, N>> {
+        O::bwd_groups(case, out)
+    }
+}
+
+/// The exact pass `P` under padding rule `rule` ([`crate::padding`]), on
+/// `imposed` decisions (those of the profile being judged,
 /// docs/ops/README.md#discrete-decisions), or on the exact ones.
+pub fn exact_under<O: Op, P: Pass<O>>(
+    case: &O::Case,
+    rule: PaddingRule,
+    imposed: Option<&O::Decisions>,
+) -> Result<ExactResult<P::Out<Exact>>, O::Error> {
+    let p = O::exact_profile();
+    ziv(
+        || P::run::<Exact>(case, &p, rule, imposed),
+        |out| P::groups(case, out),
+        |decisions| P::run::<Rat>(case, &p, rule, Some(decisions)),
+        |out| P::groups(case, out),
+    )
+}
+
+/// The exact forward (see [`exact_under`]).
 pub fn exact_forward<O: Op>(
     case: &O::Case,
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Fwd<Exact>>, O::Error> {
-    exact_forward_under::<O>(case, PaddingRule::Skip, imposed)
+    exact_under::<O, Forward>(case, PaddingRule::Skip, imposed)
 }
 
 /// [`exact_forward`] under padding rule `rule` ([`crate::padding`]).
@@ -124,21 +195,15 @@ pub fn exact_forward_under<O: Op>(
     rule: PaddingRule,
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Fwd<Exact>>, O::Error> {
-    let p = O::exact_profile();
-    ziv(
-        || O::forward_under::<Exact>(case, &p, rule, imposed),
-        |f| O::fwd_groups(case, f),
-        |decisions| O::forward_under::<Rat>(case, &p, rule, Some(decisions)),
-        |f| O::fwd_groups(case, f),
-    )
+    exact_under::<O, Forward>(case, rule, imposed)
 }
 
-/// The exact backward (see [`exact_forward`]).
+/// The exact backward (see [`exact_under`]).
 pub fn exact_backward<O: Op>(
     case: &O::Case,
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Bwd<Exact>>, O::Error> {
-    exact_backward_under::<O>(case, PaddingRule::Skip, imposed)
+    exact_under::<O, Backward>(case, PaddingRule::Skip, imposed)
 }
 
 /// [`exact_backward`] under padding rule `rule` ([`crate::padding`]).
@@ -147,13 +212,7 @@ pub fn exact_backward_under<O: Op>(
     rule: PaddingRule,
     imposed: Option<&O::Decisions>,
 ) -> Result<ExactResult<O::Bwd<Exact>>, O::Error> {
-    let p = O::exact_profile();
-    ziv(
-        || O::backward_under::<Exact>(case, &p, rule, imposed),
-        |b| O::bwd_groups(case, b),
-        |decisions| O::backward_under::<Rat>(case, &p, rule, Some(decisions)),
-        |b| O::bwd_groups(case, b),
-    )
+    exact_under::<O, Backward>(case, rule, imposed)
 }
 
 /// Accuracy of a result: how many outputs were judged, which were outside
@@ -255,19 +314,25 @@ fn ambiguous(real: usize) -> Accuracy {
     Accuracy { undetermined: real, ..Default::default() }
 }
 
-/// What a subject's forward is judged against: the run on `B` of a profile
-/// (`Bounded`: the profile's own value and bound; [`AnyOrder`]: the `any-order`
-/// profile, every admissible evaluation), and the exact forward on that run's
-/// decisions (docs/ops/README.md#discrete-decisions).
-pub struct ForwardReference<O: Op, B: Bounds = Bounded> {
-    pub bounded: Run<O::Fwd<B>, O::Decisions>,
-    pub exact: ExactResult<O::Fwd<Exact>>,
+/// What a subject's pass `P` is judged against: the run on `B` of a
+/// profile (`Bounded`: the profile's own value and bound; [`AnyOrder`]: the
+/// `any-order` profile, every admissible evaluation), and the exact pass on
+/// that run's decisions (docs/ops/README.md#discrete-decisions).
+pub struct Reference<O: Op, P: Pass<O>, B: Bounds = Bounded> {
+    pub bounded: PassRun<O, P, B>,
+    pub exact: ExactResult<P::Out<Exact>>,
     /// Comparisons of the run whose outcome a subject may have taken the
     /// other way (always 0 on `Bounded`, whose value is the profile's own).
     pub ambiguous: usize,
 }
 
-impl<O: Op, B: Bounds> ForwardReference<O, B> {
+/// What a subject's forward is judged against.
+pub type ForwardReference<O, B = Bounded> = Reference<O, Forward, B>;
+
+/// What a subject's backward is judged against.
+pub type BackwardReference<O, B = Bounded> = Reference<O, Backward, B>;
+
+impl<O: Op, P: Pass<O>, B: Bounds> Reference<O, P, B> {
     pub fn new(case: &O::Case, profile: &O::Profile) -> Result<Self, O::Error> {
         Self::under(case, profile, PaddingRule::Skip)
     }
@@ -275,24 +340,24 @@ impl<O: Op, B: Bounds> ForwardReference<O, B> {
     /// The reference of a subject that claims `profile` and padding rule
     /// `rule`.
     pub fn under(case: &O::Case, profile: &O::Profile, rule: PaddingRule) -> Result<Self, O::Error> {
-        let (bounded, ambiguous) = count_ambiguous(|| O::forward_under::<B>(case, profile, rule, None));
+        let (bounded, ambiguous) = count_ambiguous(|| P::run::<B>(case, profile, rule, None));
         let bounded = bounded?;
-        let exact = exact_forward_under::<O>(case, rule, Some(&bounded.decisions))?;
-        Ok(ForwardReference { bounded, exact, ambiguous })
+        let exact = exact_under::<O, P>(case, rule, Some(&bounded.decisions))?;
+        Ok(Reference { bounded, exact, ambiguous })
     }
 
-    /// Every forward output of `computed` within the bound of the exact
-    /// forward; integer outputs equal; every decision the run vouched for
-    /// confirmed by the exact values. Nothing judged where a decision was
-    /// ambiguous (every real output undetermined).
-    pub fn judge(&self, case: &O::Case, computed: &O::Fwd<f32>) -> Accuracy {
-        let exact = O::fwd_groups(case, &self.exact.out);
+    /// Every output of `computed` within the bound of the exact pass;
+    /// integer outputs equal; every decision the run vouched for confirmed
+    /// by the exact values. Nothing judged where a decision was ambiguous
+    /// (every real output undetermined).
+    pub fn judge(&self, case: &O::Case, computed: &P::Out<f32>) -> Accuracy {
+        let exact = P::groups(case, &self.exact.out);
         if self.ambiguous > 0 {
             return ambiguous(real_outputs(&exact));
         }
         let mut acc = Accuracy::of(
-            &O::fwd_groups(case, computed),
-            &O::fwd_groups(case, &self.bounded.out),
+            &P::groups(case, computed),
+            &P::groups(case, &self.bounded.out),
             &exact,
             &self.exact.undetermined_at,
         );
@@ -303,61 +368,7 @@ impl<O: Op, B: Bounds> ForwardReference<O, B> {
     }
 }
 
-impl<O: Op> ForwardReference<O, AnyOrder> {
-    /// The reference of a subject that claims no profile.
-    pub fn any_order(case: &O::Case) -> Result<Self, O::Error> {
-        Self::new(case, &O::any_order_profile())
-    }
-
-    /// The reference of a subject that claims no profile and padding rule
-    /// `rule`.
-    pub fn any_order_under(case: &O::Case, rule: PaddingRule) -> Result<Self, O::Error> {
-        Self::under(case, &O::any_order_profile(), rule)
-    }
-}
-
-/// The backward counterpart of [`ForwardReference`].
-pub struct BackwardReference<O: Op, B: Bounds = Bounded> {
-    pub bounded: Run<O::Bwd<B>, O::Decisions>,
-    pub exact: ExactResult<O::Bwd<Exact>>,
-    pub ambiguous: usize,
-}
-
-impl<O: Op, B: Bounds> BackwardReference<O, B> {
-    pub fn new(case: &O::Case, profile: &O::Profile) -> Result<Self, O::Error> {
-        Self::under(case, profile, PaddingRule::Skip)
-    }
-
-    /// The reference of a subject that claims `profile` and padding rule
-    /// `rule`.
-    pub fn under(case: &O::Case, profile: &O::Profile, rule: PaddingRule) -> Result<Self, O::Error> {
-        let (bounded, ambiguous) = count_ambiguous(|| O::backward_under::<B>(case, profile, rule, None));
-        let bounded = bounded?;
-        let exact = exact_backward_under::<O>(case, rule, Some(&bounded.decisions))?;
-        Ok(BackwardReference { bounded, exact, ambiguous })
-    }
-
-    /// Every backward output of `computed` within the bound of the exact
-    /// backward (see [`ForwardReference::judge`]).
-    pub fn judge(&self, case: &O::Case, computed: &O::Bwd<f32>) -> Accuracy {
-        let exact = O::bwd_groups(case, &self.exact.out);
-        if self.ambiguous > 0 {
-            return ambiguous(real_outputs(&exact));
-        }
-        let mut acc = Accuracy::of(
-            &O::bwd_groups(case, computed),
-            &O::bwd_groups(case, &self.bounded.out),
-            &exact,
-            &self.exact.undetermined_at,
-        );
-        acc.near_ties = self.exact.near_ties;
-        acc.undetermined = self.exact.undetermined;
-        acc.outside.extend(self.exact.contradicted.iter().map(|c| format!("decision contradicted: {c}")));
-        acc
-    }
-}
-
-impl<O: Op> BackwardReference<O, AnyOrder> {
+impl<O: Op, P: Pass<O>> Reference<O, P, AnyOrder> {
     /// The reference of a subject that claims no profile.
     pub fn any_order(case: &O::Case) -> Result<Self, O::Error> {
         Self::new(case, &O::any_order_profile())

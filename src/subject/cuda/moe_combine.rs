@@ -69,6 +69,15 @@ impl Variant {
     }
 }
 
+/// A pass of the op: what [`DeviceMoeCombineCase::launch_combine`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    /// y.
+    Forward,
+    /// dx.
+    Backward,
+}
+
 /// How the kernels take a valid case: its sizes as the kernels' arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -424,95 +433,21 @@ impl DeviceMoeCombineCase {
         Ok(())
     }
 
-    /// Enqueues the forward: the dispatch, x_disp, then y (gather, or zeroed
-    /// and scattered).
+    /// Enqueues the forward: the dispatch, x_disp, then y.
     pub fn launch_forward(&mut self) -> Result<(), SubjectError> {
         self.launch_dispatch()?;
-        let dev = self.dev.clone();
-        let s = &dev.stream;
-        let (t, h, _, k, n) = self.ints();
-        if let Some(grid) = self.rows_grid(self.plan.n_slots) {
-            let mut b = s.launch_builder(&self.kernels.copy);
-            b.arg(self.x.arg())
-                .arg(&self.offset)
-                .arg(&self.stride)
-                .arg(&h)
-                .arg(&k)
-                .arg(self.slot_src.arg())
-                .arg(&n)
-                .arg(self.x_disp.arg());
-            // SAFETY: moe_dispatch_copy's signature in order and type; x is
-            // the storage of T rows at (offset, stride), slot_src holds
-            // N_slots owners t*k + j with t < T (written by the dispatch
-            // before, on this stream); x_disp N_slots*H.
-            unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err("moe_dispatch_copy launch"))?;
-        }
-        match self.variant {
-            Variant::Gather => {
-                let grid = (self.h.div_ceil(THREADS as usize), self.t.min(MAX_GRID));
-                let mut b = s.launch_builder(&self.kernels.gather);
-                b.arg(self.x_exp.arg())
-                    .arg(&self.offset)
-                    .arg(&self.stride)
-                    .arg(&t)
-                    .arg(&h)
-                    .arg(&k)
-                    .arg(self.slot.arg())
-                    .arg(self.weights.arg())
-                    .arg(self.y.arg());
-                // SAFETY: moe_combine_gather's signature in order and type;
-                // x_exp is the storage of N_slots rows, and the slots it
-                // reads (slot, from the dispatch) are below N_slots or -1
-                // (skipped); weights T*k, y T*H.
-                unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err("moe_combine_gather launch"))?;
-            }
-            Variant::Scatter => {
-                self.zero(&self.y, self.t * self.h, "moe_zero_f32 launch (y)")?;
-                if let Some(grid) = self.rows_grid(self.plan.n_slots) {
-                    let mut b = s.launch_builder(&self.kernels.scatter);
-                    b.arg(self.x_exp.arg())
-                        .arg(&self.offset)
-                        .arg(&self.stride)
-                        .arg(&h)
-                        .arg(&k)
-                        .arg(self.slot_src.arg())
-                        .arg(self.weights.arg())
-                        .arg(&n)
-                        .arg(self.y.arg());
-                    // SAFETY: moe_combine_scatter's signature in order and
-                    // type; x_exp N_slots rows, slot_src N_slots owners,
-                    // weights T*k; y T*H, zeroed just before on this stream.
-                    unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err("moe_combine_scatter launch"))?;
-                }
-            }
-        }
-        Ok(())
+        let kn = &self.kernels;
+        self.launch_over_slots((&kn.copy, "moe_dispatch_copy"), &self.x, None, &self.x_disp)?;
+        self.launch_combine(Pass::Forward)
     }
 
-    /// Enqueues the backward: the dispatch, dx_exp, dw, then dx (gather, or
-    /// zeroed and scattered).
+    /// Enqueues the backward: the dispatch, dx_exp, dw, then dx.
     pub fn launch_backward(&mut self) -> Result<(), SubjectError> {
         self.launch_dispatch()?;
-        let dev = self.dev.clone();
-        let s = &dev.stream;
-        let (t, h, _, k, n) = self.ints();
-        if let Some(grid) = self.rows_grid(self.plan.n_slots) {
-            let mut b = s.launch_builder(&self.kernels.dx_exp);
-            b.arg(self.dy.arg())
-                .arg(&self.offset)
-                .arg(&self.stride)
-                .arg(&h)
-                .arg(&k)
-                .arg(self.slot_src.arg())
-                .arg(self.weights.arg())
-                .arg(&n)
-                .arg(self.dx_exp.arg());
-            // SAFETY: moe_combine_bwd_dx_exp's signature in order and type;
-            // dy the storage of T rows, slot_src N_slots owners below T*k,
-            // weights T*k, dx_exp N_slots*H.
-            unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err("moe_combine_bwd_dx_exp launch"))?;
-        }
-        let mut b = s.launch_builder(&self.kernels.dw);
+        let kn = &self.kernels;
+        self.launch_over_slots((&kn.dx_exp, "moe_combine_bwd_dx_exp"), &self.dy, Some(&self.weights), &self.dx_exp)?;
+        let (t, h, _, k, _) = self.ints();
+        let mut b = self.dev.stream.launch_builder(&kn.dw);
         b.arg(self.dy.arg())
             .arg(self.x_exp.arg())
             .arg(&self.offset)
@@ -527,41 +462,101 @@ impl DeviceMoeCombineCase {
         // Whole warps per choice (THREADS is a multiple of 32); grid-stride.
         unsafe { b.launch(cfg((blocks(self.t * self.k, DW_WARPS), 1), THREADS, 0)) }
             .map_err(dev_err("moe_combine_bwd_dw launch"))?;
+        self.launch_combine(Pass::Backward)
+    }
+
+    /// Enqueues the step the two subjects differ in: the pass's output (T x
+    /// H: y, or dx) from the slots' rows (x_exp times the choices' weights,
+    /// or g_disp). The gather sums each token's kept slots in one thread;
+    /// the scatter zeroes the output, then adds every slot's row into its
+    /// token's with float atomics.
+    fn launch_combine(&self, pass: Pass) -> Result<(), SubjectError> {
+        let kn = &self.kernels;
+        let (rows, weights, (out, out_name), gather, scatter) = match pass {
+            Pass::Forward => (
+                &self.x_exp,
+                Some(&self.weights),
+                (&self.y, "y"),
+                (&kn.gather, "moe_combine_gather"),
+                (&kn.scatter, "moe_combine_scatter"),
+            ),
+            Pass::Backward => (
+                &self.g_disp,
+                None,
+                (&self.dx, "dx"),
+                (&kn.bwd_dx, "moe_combine_bwd_dx"),
+                (&kn.scatter_bwd_dx, "moe_combine_scatter_bwd_dx"),
+            ),
+        };
         match self.variant {
-            Variant::Gather => {
-                let grid = (self.h.div_ceil(THREADS as usize), self.t.min(MAX_GRID));
-                let mut b = s.launch_builder(&self.kernels.bwd_dx);
-                b.arg(self.g_disp.arg())
-                    .arg(&self.offset)
-                    .arg(&self.stride)
-                    .arg(&t)
-                    .arg(&h)
-                    .arg(&k)
-                    .arg(self.slot.arg())
-                    .arg(self.dx.arg());
-                // SAFETY: moe_combine_bwd_dx's signature in order and type;
-                // g_disp N_slots rows read at the dispatch's slots; dx T*H.
-                unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err("moe_combine_bwd_dx launch"))?;
-            }
+            Variant::Gather => self.launch_over_tokens(gather, rows, weights, out),
             Variant::Scatter => {
-                self.zero(&self.dx, self.t * self.h, "moe_zero_f32 launch (dx)")?;
-                if let Some(grid) = self.rows_grid(self.plan.n_slots) {
-                    let mut b = s.launch_builder(&self.kernels.scatter_bwd_dx);
-                    b.arg(self.g_disp.arg())
-                        .arg(&self.offset)
-                        .arg(&self.stride)
-                        .arg(&h)
-                        .arg(&k)
-                        .arg(self.slot_src.arg())
-                        .arg(&n)
-                        .arg(self.dx.arg());
-                    // SAFETY: moe_combine_scatter_bwd_dx's signature in order
-                    // and type; g_disp N_slots rows, slot_src N_slots owners;
-                    // dx T*H, zeroed just before on this stream.
-                    unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err("moe_combine_scatter_bwd_dx launch"))?;
-                }
+                self.zero(out, self.t * self.h, &format!("moe_zero_f32 launch ({out_name})"))?;
+                self.launch_over_slots(scatter, rows, weights, out)
             }
         }
+    }
+
+    /// Enqueues `kernel`, one of the kernels over the slots, whose
+    /// parameters are (rows, off, ld, H, k, slot_src, [weights,] n_slots,
+    /// out) (`weights` exactly for those that take them): slot s's row of
+    /// `out` from the row of `rows` that s names (its owner's token's row of
+    /// x or dy, or its own row of x_exp or g_disp). Skipped without slots.
+    fn launch_over_slots(
+        &self,
+        (kernel, name): (&CudaFunction, &str),
+        rows: &Guarded<f32>,
+        weights: Option<&Guarded<f32>>,
+        out: &Guarded<f32>,
+    ) -> Result<(), SubjectError> {
+        let Some(grid) = self.rows_grid(self.plan.n_slots) else {
+            return Ok(());
+        };
+        let (_, h, _, k, n) = self.ints();
+        let mut b = self.dev.stream.launch_builder(kernel);
+        b.arg(rows.arg()).arg(&self.offset).arg(&self.stride).arg(&h).arg(&k).arg(self.slot_src.arg());
+        if let Some(w) = weights {
+            b.arg(w.arg());
+        }
+        b.arg(&n).arg(out.arg());
+        // SAFETY: the parameters above in order and type, as the callers'
+        // kernels take them (moe_dispatch_copy, moe_combine_bwd_dx_exp,
+        // moe_combine_scatter, moe_combine_scatter_bwd_dx; the test
+        // below checks their declarations). `rows` is the storage at (offset,
+        // stride) of T rows (x, dy) or N_slots rows (x_exp, g_disp); slot_src
+        // holds N_slots owners t*k + j with t < T, written by the dispatch
+        // before on this stream; weights T*k; `out` N_slots*H (x_disp,
+        // dx_exp) or T*H (y, dx: zeroed just before on this stream). Every
+        // buffer is owned by self and outlives the launch.
+        unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err(&format!("{name} launch")))?;
+        Ok(())
+    }
+
+    /// Enqueues `kernel`, one of the gather kernels, whose parameters are
+    /// (rows, off, ld, T, H, k, slot, [weights,] out): token t's row of
+    /// `out` (T x H) from the rows of `rows` (N_slots of them) at its kept
+    /// slots.
+    fn launch_over_tokens(
+        &self,
+        (kernel, name): (&CudaFunction, &str),
+        rows: &Guarded<f32>,
+        weights: Option<&Guarded<f32>>,
+        out: &Guarded<f32>,
+    ) -> Result<(), SubjectError> {
+        let grid = (self.h.div_ceil(THREADS as usize), self.t.min(MAX_GRID));
+        let (t, h, _, k, _) = self.ints();
+        let mut b = self.dev.stream.launch_builder(kernel);
+        b.arg(rows.arg()).arg(&self.offset).arg(&self.stride).arg(&t).arg(&h).arg(&k).arg(self.slot.arg());
+        if let Some(w) = weights {
+            b.arg(w.arg());
+        }
+        b.arg(out.arg());
+        // SAFETY: the parameters above in order and type, as the callers'
+        // kernels take them (moe_combine_gather, moe_combine_bwd_dx; the test
+        // below checks their declarations). `rows` is the storage of N_slots
+        // rows, and the slots read (slot, from the dispatch before on this
+        // stream) are below N_slots or -1 (skipped); weights T*k; `out` T*H.
+        unsafe { b.launch(cfg(grid, THREADS, 0)) }.map_err(dev_err(&format!("{name} launch")))?;
         Ok(())
     }
 
@@ -669,6 +664,51 @@ mod tests {
             assert!(declared, "{name} is not a kernel of moe_combine.cu");
         }
         assert_eq!(KernelId::MoeCombine.subject(), Some(("moe_combine", "cuda")));
+    }
+
+    /// The parameter types of kernel `name` as its declaration gives them.
+    fn parameters(name: &str) -> Vec<String> {
+        let decl = source()
+            .split("extern \"C\" __global__")
+            .skip(1) // the header's comments, which quote the declarations
+            .find_map(|d| d.split_once(&format!(" {name}(")))
+            .unwrap_or_else(|| panic!("{name} is not a kernel of moe_combine.cu"))
+            .1;
+        let list = &decl[..decl.find(')').unwrap_or(0)];
+        list.split(',')
+            .map(|p| {
+                let mut words: Vec<&str> = p.split_whitespace().filter(|w| *w != "__restrict__").collect();
+                words.pop(); // the parameter's name
+                words.join(" ")
+            })
+            .collect()
+    }
+
+    /// The kernels launched through `launch_over_slots` and
+    /// `launch_over_tokens` take the parameters those push, with the
+    /// weights exactly where their caller passes them.
+    #[test]
+    fn shared_launches_push_the_kernels_parameters() {
+        // (rows, off, ld, H, k, slot_src, [weights,] n_slots, out)
+        let over_slots = |weights: bool| {
+            let mut p = vec!["const float*", "int", "long long", "int", "int", "const int*"];
+            p.extend(weights.then_some("const float*"));
+            p.extend(["int", "float*"]);
+            p
+        };
+        // (rows, off, ld, T, H, k, slot, [weights,] out)
+        let over_tokens = |weights: bool| {
+            let mut p = vec!["const float*", "int", "long long", "int", "int", "int", "const int*"];
+            p.extend(weights.then_some("const float*"));
+            p.push("float*");
+            p
+        };
+        assert_eq!(parameters("moe_dispatch_copy"), over_slots(false));
+        assert_eq!(parameters("moe_combine_bwd_dx_exp"), over_slots(true));
+        assert_eq!(parameters("moe_combine_scatter"), over_slots(true));
+        assert_eq!(parameters("moe_combine_scatter_bwd_dx"), over_slots(false));
+        assert_eq!(parameters("moe_combine_gather"), over_tokens(true));
+        assert_eq!(parameters("moe_combine_bwd_dx"), over_tokens(false));
     }
 
     #[test]
