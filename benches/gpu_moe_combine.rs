@@ -19,6 +19,8 @@
 //! Without a GPU it prints `SKIPPED` with the reason and exits 0, unless a
 //! report was asked for (`--json`).
 
+mod common;
+
 use bitparity::props::compare::diff_groups;
 use bitparity::subject::cuda::device::exit_without_subject;
 use bitparity::subject::cuda::moe_combine::{probe, CudaMoeCombine, Variant};
@@ -28,46 +30,33 @@ use oracles::case::Layout;
 use oracles::op::{self, moe_combine::MoeCombine, Op};
 use oracles::profile::moe_combine::MoeCombineProfile;
 
+use common::{eager_and_graph, finish, lcg24, median, Pass, Timings};
+
 /// (T, H, E, k): DeepSeek-V3 (per rank), Qwen3-30B-A3B, Mixtral 8x7B.
 pub const SHAPES: [(usize, usize, usize, usize); 3] = [(4096, 7168, 256, 8), (8192, 2048, 128, 8), (8192, 4096, 8, 2)];
 
-/// A 64-bit LCG; `next` is uniform in [0, 1).
-struct Lcg(u64);
+/// Uniform draws in [0, 1) from the benches' LCG.
+fn unit(seed: u64) -> impl Iterator<Item = f32> {
+    lcg24(seed).map(|v| v / (1u32 << 24) as f32)
+}
 
-impl Lcg {
-    fn new(seed: u64) -> Self {
-        Lcg(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 40) as f32) / (1u64 << 24) as f32
-    }
-
-    fn values(&mut self, n: usize, scale: f32, shift: f32, bf16: bool) -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                let v = self.next() * scale + shift;
-                if bf16 {
-                    // Truncated to a bf16 value: any will do for timing.
-                    f32::from_bits(v.to_bits() & 0xffff_0000)
-                } else {
-                    v
-                }
-            })
-            .collect()
-    }
+/// n values uniform in [shift, shift + scale); bf16 ones truncated to a
+/// bf16 value (any will do for timing).
+fn values(n: usize, seed: u64, scale: f32, shift: f32, bf16: bool) -> Vec<f32> {
+    let to = |v: f32| if bf16 { f32::from_bits(v.to_bits() & 0xffff_0000) } else { v };
+    unit(seed).take(n).map(|u| to(u * scale + shift)).collect()
 }
 
 /// Every token picks k distinct experts uniformly (a partial Fisher-Yates
 /// shuffle), so the experts' loads are near T k / E, as a trained router's.
 fn case(t: usize, h: usize, e: usize, k: usize) -> MoeCombineCase {
-    let mut r = Lcg::new(1);
+    let mut r = unit(1);
     let mut ids = Vec::with_capacity(t * k);
     let mut pool: Vec<u32> = (0..e as u32).collect();
     for _ in 0..t {
         for j in 0..k {
-            let pick = j + ((r.next() * (e - j) as f32) as usize).min(e - j - 1);
+            let u = r.next().unwrap_or(0.0);
+            let pick = j + ((u * (e - j) as f32) as usize).min(e - j - 1);
             pool.swap(j, pick);
             ids.push(pool[j]);
         }
@@ -81,18 +70,13 @@ fn case(t: usize, h: usize, e: usize, k: usize) -> MoeCombineCase {
         capacity: None,
         layout: Layout::dense(h),
         ids,
-        weights: r.values(t * k, 1.0, 0.0, false),
+        weights: values(t * k, 2, 1.0, 0.0, false),
         padding: None,
-        x: r.values(t * h, 4.0, -2.0, true),
-        x_exp: r.values(n * h, 4.0, -2.0, true),
-        dy: r.values(t * h, 2.0, -1.0, false),
-        g_disp: r.values(n * h, 2.0, -1.0, false),
+        x: values(t * h, 3, 4.0, -2.0, true),
+        x_exp: values(n * h, 4, 4.0, -2.0, true),
+        dy: values(t * h, 5, 2.0, -1.0, false),
+        g_disp: values(n * h, 6, 2.0, -1.0, false),
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// The first bit difference between the kernels' outputs and the oracle's:
@@ -177,29 +161,18 @@ fn main() {
             for (variant, cuda) in &subjects {
                 let mismatch = check(cuda, *variant, &c)?;
                 let mut dc = cuda.upload(&c).map_err(e)?;
-                let nan = f64::NAN;
-                let (disp, fwd, bwd, gfwd, gbwd, gboth) = if mismatch.is_some() {
-                    (nan, nan, nan, nan, nan, nan)
+                let (disp, tm) = if mismatch.is_some() {
+                    (f64::NAN, Timings::NONE)
                 } else {
                     let disp = median(dev.time_us(warmup, iters, || dc.launch_dispatch()).map_err(e)?);
-                    let fwd = median(dev.time_us(warmup, iters, || dc.launch_forward()).map_err(e)?);
-                    let bwd = median(dev.time_us(warmup, iters, || dc.launch_backward()).map_err(e)?);
-                    let replay = |g: &cudarc::driver::CudaGraph| {
-                        g.launch().map_err(|x| SubjectError::Device(format!("graph launch: {x}")))
-                    };
-                    let gf = dev.capture(|| dc.launch_forward()).map_err(e)?;
-                    let gfwd = median(dev.time_us(warmup, iters, || replay(&gf)).map_err(e)?);
-                    let gb = dev.capture(|| dc.launch_backward()).map_err(e)?;
-                    let gbwd = median(dev.time_us(warmup, iters, || replay(&gb)).map_err(e)?);
-                    let gfb = dev
-                        .capture(|| {
-                            dc.launch_forward()?;
-                            dc.launch_backward()
-                        })
-                        .map_err(e)?;
-                    let gboth = median(dev.time_us(warmup, iters, || replay(&gfb)).map_err(e)?);
-                    (disp, fwd, bwd, gfwd, gbwd, gboth)
+                    let (tm, _) = eager_and_graph(dev, warmup, iters, |p| match p {
+                        Pass::Forward => dc.launch_forward(),
+                        Pass::Backward => dc.launch_backward(),
+                    })
+                    .map_err(e)?;
+                    (disp, tm)
                 };
+                let Timings { fwd, bwd, graph_fwd: gfwd, graph_bwd: gbwd, graph_both: gboth, .. } = tm;
                 let (disp_bytes, fwd_bytes, bwd_bytes) = bytes(t, h, k);
                 let floor = (fwd_bytes + bwd_bytes) / bw * 1e6;
                 let status = match &mismatch {
@@ -230,24 +203,5 @@ fn main() {
             "rows": rows,
         }))
     };
-    match run() {
-        Ok(v) => {
-            if let Some(p) = json_path {
-                let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-                if let Err(e) = bitparity::fsio::write_atomic(std::path::Path::new(&p), text.as_bytes()) {
-                    eprintln!("{e}");
-                    std::process::exit(1);
-                }
-            }
-            let bad = v["rows"].as_array().map_or(0, |r| r.iter().filter(|x| x["conformance"] != true).count());
-            if bad > 0 {
-                eprintln!("gpu_moe_combine bench: {bad} row(s) not equal to the oracle: no timing for them");
-                std::process::exit(1);
-            }
-        }
-        Err(e) => {
-            eprintln!("gpu_moe_combine bench failed: {e}");
-            std::process::exit(1);
-        }
-    }
+    finish("gpu_moe_combine", json_path, run());
 }
