@@ -25,8 +25,9 @@
 //! against equal weight columns), saturated or zero gates, zero tokens,
 //! special values (bf16 subnormals, +-0, near-max, NaN, +-Inf), a layout.
 //!
-//! [`classify`] reads every class off the values (it runs the correct
-//! kernel model for the intermediates), never from how the case was made.
+//! [`classify`] reads every class off the values (the intermediates are
+//! the serial profile oracle's), never from how the case was made; the tie
+//! and tail passes aim from the same intermediates.
 //! [`shrink_candidates`] drops tokens, halves H or F consistently across x,
 //! w1, w2 and dy, drops the layout, and simplifies values toward 0, 1 and
 //! short binary fractions that are still bf16.
@@ -34,10 +35,11 @@
 use super::common::{pick, simpler, simplifications};
 use super::GenConfig;
 use crate::knobs::Shapes;
-use crate::model::shared_expert::{bf16_tie, SharedExpertModel, Trace};
+use oracles::bf16::is_tie;
 use oracles::case::shared_expert::{is_bf16, SharedExpertCase};
 use oracles::case::{Layout, MAX_OFFSET};
 use oracles::profile::shared_expert::SharedExpertProfile;
+use oracles::profile_oracle::shared_expert::SharedExpertTrace;
 use proptest::prelude::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -215,8 +217,8 @@ const REFERENCE_MAX_TH: usize = 1 << 24;
 /// A tier-B case (`GenConfig::shapes`): a reference shape, T in 1..=max_t
 /// (a third of the time at a tile edge) with T x H <= 2^24, plain or wide
 /// random values with sprinkled signed zeros, a random layout (dense for
-/// `reference-dense`). None of the passes that run the kernel model (ties, tail
-/// gates): at these sizes the model alone takes minutes a case, and tier B
+/// `reference-dense`). None of the passes that trace the profile oracle
+/// (ties, tail gates): at these sizes the trace alone takes minutes a case, and tier B
 /// compares the subject with itself (batch invariance, determinism,
 /// offset/stride), which needs no special values to fail.
 fn generate_reference<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCase {
@@ -321,19 +323,20 @@ enum Tie {
     Dz,
 }
 
-/// The correct model's intermediates, forward and backward.
-fn trace(case: &SharedExpertCase) -> Option<Trace> {
-    SharedExpertModel::new(SharedExpertProfile::serial()).trace(case, true).ok()
+/// The serial profile oracle's intermediates, forward and backward: the
+/// values whose bf16 roundings the ties are aimed at.
+fn trace(case: &SharedExpertCase) -> Option<SharedExpertTrace> {
+    oracles::profile_oracle::shared_expert::trace(case, &SharedExpertProfile::serial()).ok()
 }
 
-fn has_tie(tr: &Trace, tie: Tie) -> bool {
+fn has_tie(tr: &SharedExpertTrace, tie: Tie) -> bool {
     let v = match tie {
         Tie::H => &tr.h_pre,
         Tie::Y => &tr.y_pre,
         Tie::Dh => &tr.dh_pre,
         Tie::Dz => &tr.dz_pre,
     };
-    v.iter().any(|&x| bf16_tie(x))
+    v.iter().any(|&x| is_tie(x))
 }
 
 /// Nudges one input at a time (a short binary fraction near its old
@@ -576,8 +579,8 @@ fn cancels(r: f32, terms: impl Iterator<Item = f32>) -> bool {
     nonzero >= 2 && r.is_finite() && r.abs() <= max * (1.0 / 256.0)
 }
 
-/// Largest T x H x F whose value classes [`classify`] computes (they run
-/// the kernel model and visit every product: seconds at this size); a
+/// Largest T x H x F whose value classes [`classify`] computes (they trace
+/// the profile oracle and visit every product: seconds at this size); a
 /// larger case gets its shape and input classes only.
 pub const CLASSIFY_MAX_THF: usize = 1 << 26;
 
@@ -607,7 +610,7 @@ pub fn classify(case: &SharedExpertCase) -> BTreeSet<Class> {
     add(inputs().any(|v| v.is_finite() && v.abs() >= 2f32.powi(127)), Class::NearMax);
     let finite = inputs().all(|v| v.is_finite());
     add(!finite, Class::NonFinite);
-    // The classes below need the kernel model's intermediates (a whole
+    // The classes below need the profile oracle's intermediates (a whole
     // forward and backward): not for tier B's reference shapes.
     if case.t.saturating_mul(case.h).saturating_mul(case.f) > CLASSIFY_MAX_THF {
         return c;
@@ -1087,24 +1090,6 @@ mod tests {
         assert!(c.contains(&Class::Subnormal) && c.contains(&Class::SignedZero));
     }
 
-    #[test]
-    fn classes_read_the_profile_oracles_outputs() {
-        // classify's y and dX (the model's) are the profile oracle's bits:
-        // a tie it reports is a tie the serial profile meets.
-        use oracles::op::shared_expert::SharedExpert;
-        let profile = SharedExpertProfile::serial();
-        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
-        for _ in 0..300 {
-            let c = generate(&mut rng, &GenConfig::default());
-            let tr = trace(&c).unwrap();
-            let f = oracles::op::forward::<SharedExpert>(&c, &profile).unwrap();
-            let b = oracles::op::backward::<SharedExpert>(&c, &profile).unwrap();
-            let same =
-                |a: &[f32], b: &[f32]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| oracles::same_bits(*x, *y));
-            assert!(same(&tr.y, &f.y) && same(&tr.dx, &b.dx), "{c:?}");
-        }
-    }
-
     /// Greedy shrinking: the first candidate that still fails, until none does.
     fn shrink(case: &SharedExpertCase, fails: impl Fn(&SharedExpertCase) -> bool) -> SharedExpertCase {
         let mut current = case.clone();
@@ -1138,7 +1123,7 @@ mod tests {
             let dense = GenConfig { max_t, shapes: Shapes::ReferenceDense, ..GenConfig::default() };
             let d = generate(&mut rng, &dense);
             assert_eq!(d.layout, Layout::dense(d.h));
-            // Past the gate, no class that needs the model (it would take minutes).
+            // Past the gate, no class that needs the trace (it would take minutes).
             if c.t * c.h * c.f > CLASSIFY_MAX_THF {
                 let classes = classify(&c);
                 assert!(classes.iter().all(|k| !matches!(k, Class::TieH | Class::TieY | Class::UnderflowProduct)));
