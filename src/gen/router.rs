@@ -10,11 +10,12 @@
 //! scale and norm, and the fused loss.
 //!
 //! Selection compares u = s + bias in f32, with s = 1 / (1 + exp(-x)) as the
-//! router computes it (exp correctly rounded, [`oracles::expf::exp_f32`]).
-//! Generation aims ties at u by searching the logit whose u is a given f32;
-//! [`classify`] reads every class off the values (it recomputes s, u and the
-//! selection), never from how the case was made, so a shrunk or imported
-//! case is tagged truthfully too.
+//! router computes it (exp correctly rounded). s, u, the group ranking and
+//! the choice are the profile oracle's own ([`sigmoid`], [`choose`]), so a
+//! tie aimed or reported here is one the router meets. Generation aims ties
+//! at u by searching the logit whose u is a given f32; [`classify`] reads
+//! every class off the values (the oracle's s, u and choice), never from how
+//! the case was made, so a shrunk or imported case is tagged truthfully too.
 //!
 //! [`shrink_candidates`] drops tokens, groups, positions inside every group,
 //! reduces G, L and k (gw columns kept consistent), drops padding, layout
@@ -26,9 +27,9 @@ use super::GenConfig;
 use crate::knobs::Shapes;
 use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::{Layout, MAX_OFFSET};
-use oracles::expf::exp_f32;
 use oracles::profile::router::RouterProfile;
-use oracles::vocab::{topk_order, ClampTie, EPS};
+use oracles::profile_oracle::router::{choose, scores, sigmoid, Choice, Depth};
+use oracles::vocab::{ClampTie, EPS};
 use proptest::prelude::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -211,24 +212,10 @@ impl fmt::Display for Class {
 // ---------------------------------------------------------------------------
 // The router's arithmetic, as far as choosing goes.
 
-/// s = 1 / (1 + exp(-x)) as the router computes it
-/// (docs/ops/router.md#the-sigmoid): exp correctly rounded to f32, then the
-/// add, then the division, each rounded. sigmoid(NaN) = NaN, s(-inf) = +0.0,
-/// s(+inf) = 1.
-///
-/// The correctly rounded e^y is +inf for every y >= 89 and +0.0 for every
-/// y <= -104 (it never decreases with y; `exp_f32`'s own tests pin both
-/// ends), so the argument is clamped to [-104, 89] first: the same f32 for
-/// every y, and the logit searches never take `exp_f32` far outside the
-/// range of its result (an older `exp_f32` did not terminate there).
-pub fn score(x: f32) -> f32 {
-    1.0 / (1.0 + exp_f32((-x).clamp(EXP_ZERO_BELOW, EXP_INF_ABOVE)))
+/// s of one logit, the profile oracle's (f32).
+fn score(x: f32) -> f32 {
+    sigmoid::<f32>(x)
 }
-
-/// e^y rounds to +0.0 in f32 for every y at most this.
-const EXP_ZERO_BELOW: f32 = -104.0;
-/// e^y rounds to +inf in f32 for every y at least this.
-const EXP_INF_ABOVE: f32 = 89.0;
 
 /// 1 - 2^-23 (1 - ulp(1)): the largest s below 1 that the router computes.
 /// 1 - 2^-24, the largest f32 below 1, is never an s: 1 + exp(-x) rounds to
@@ -374,46 +361,15 @@ fn edges() -> &'static Edges {
     })
 }
 
-/// The router's choice in one row (docs/ops/router.md#forward, steps 3-5), from u.
-struct Selection {
-    /// (group, score), best first.
-    groups: Vec<(usize, f32)>,
-    /// (expert, u) of the kept groups' experts, best first.
-    kept: Vec<(usize, f32)>,
-    /// The k chosen experts, ascending.
-    chosen: Vec<usize>,
+/// One row's choice from its scores `s`, every ranking in full: the
+/// profile oracle's (see [`choose`]).
+fn choice(s: &[f32], bias: &[f32], r: Routing) -> Choice<f32> {
+    choose(s, bias, r.groups, r.l, r.k, Depth::Full)
 }
 
-/// The members of group j as (expert, u), best first.
-fn group_ranked(u: &[f32], gs: usize, j: usize) -> Vec<(usize, f32)> {
-    let mut m: Vec<(usize, f32)> = (j * gs..(j + 1) * gs).map(|e| (e, u[e])).collect();
-    m.sort_by(|&a, &b| topk_order(a, b));
-    m
-}
-
-fn select(u: &[f32], groups: usize, l: usize, k: usize) -> Selection {
-    let gs = u.len() / groups;
-    let mut ranked: Vec<(usize, f32)> = (0..groups)
-        .map(|j| {
-            let m = group_ranked(u, gs, j);
-            (j, m[0].1 + m[1].1)
-        })
-        .collect();
-    ranked.sort_by(|&a, &b| topk_order(a, b));
-    let mut kept: Vec<(usize, f32)> =
-        ranked[..l].iter().flat_map(|&(j, _)| (j * gs..(j + 1) * gs).map(|e| (e, u[e]))).collect();
-    kept.sort_by(|&a, &b| topk_order(a, b));
-    let mut chosen: Vec<usize> = kept[..k].iter().map(|p| p.0).collect();
-    chosen.sort_unstable();
-    Selection { groups: ranked, kept, chosen }
-}
-
-fn row_scores(x: &[f32]) -> Vec<f32> {
-    x.iter().map(|&v| score(v)).collect()
-}
-
-fn row_u(s: &[f32], bias: &[f32]) -> Vec<f32> {
-    s.iter().zip(bias).map(|(&s, &b)| s + b).collect()
+/// (expert, u) of `experts`.
+fn with_u(u: &[f32], experts: &[usize]) -> Vec<(usize, f32)> {
+    experts.iter().map(|&e| (e, u[e])).collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -658,19 +614,17 @@ fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, r: Routing, bias: &
             }
         }),
         RowKind::InGroupTie | RowKind::InGroupNearTie => {
-            let mut u = row_u(&row_scores(&x), bias);
+            let Choice { mut u, members, .. } = choice(&scores(&x), bias, r);
             let j = rng.random_range(0..r.groups);
-            let m = group_ranked(&u, gs, j);
+            let m = &members[j];
             let p = if gs >= 3 && rng.random_bool(0.5) { 1 } else { 0 };
-            let (a, b) = (m[p].0, m[p + 1].0);
+            let (a, b) = (m[p], m[p + 1]);
             let target = if kind == RowKind::InGroupTie { u[a] } else { step(u[a], -1) };
             set_u(&mut x, &mut u, bias, b, target, Some(a));
         }
         RowKind::GroupScoreTie | RowKind::GroupScoreNearTie if r.l < r.groups => {
-            let mut u = row_u(&row_scores(&x), bias);
-            let sel = select(&u, r.groups, r.l, r.k);
-            let (ga, gb) = (sel.groups[r.l - 1].0, sel.groups[r.l].0);
-            let (ma, mb) = (group_ranked(&u, gs, ga), group_ranked(&u, gs, gb));
+            let Choice { mut u, members, groups, .. } = choice(&scores(&x), bias, r);
+            let (ma, mb) = (with_u(&u, &members[groups[r.l - 1]]), with_u(&u, &members[groups[r.l]]));
             // Group b takes group a's best pair; its other members go no
             // higher than the pair's second.
             let (a1, a2) = (ma[0], ma[1]);
@@ -691,12 +645,12 @@ fn generate_row<R: Rng + ?Sized>(rng: &mut R, kind: RowKind, r: Routing, bias: &
             }
         }
         RowKind::KthTie | RowKind::KthNearTie | RowKind::GroupScoreTie | RowKind::GroupScoreNearTie => {
-            let mut u = row_u(&row_scores(&x), bias);
-            let sel = select(&u, r.groups, r.l, r.k);
-            if r.k < sel.kept.len() {
-                let (i, vi) = sel.kept[r.k - 1];
-                let below = sel.kept.len() - r.k;
-                let j = sel.kept[r.k + if rng.random_bool(0.5) { 0 } else { rng.random_range(0..below.min(4)) }].0;
+            let Choice { mut u, experts, .. } = choice(&scores(&x), bias, r);
+            let kept = with_u(&u, &experts);
+            if r.k < kept.len() {
+                let (i, vi) = kept[r.k - 1];
+                let below = kept.len() - r.k;
+                let j = kept[r.k + if rng.random_bool(0.5) { 0 } else { rng.random_range(0..below.min(4)) }].0;
                 let target = if matches!(kind, RowKind::KthNearTie | RowKind::GroupScoreNearTie) {
                     step(vi, dir(rng))
                 } else {
@@ -882,6 +836,8 @@ pub fn classify(case: &RouterCase) -> BTreeSet<Class> {
         Class::FlatRouter,
     );
     let biased = case.bias.iter().any(|&b| b != 0.0);
+    let unbiased = vec![0.0f32; e];
+    let routing = Routing { e, groups: g, l, k };
     let profiles = RouterProfile::all();
     // Padding rows are routed too: the selection classes read every row.
     for (r, &pad) in padding.iter().enumerate() {
@@ -889,7 +845,7 @@ pub fn classify(case: &RouterCase) -> BTreeSet<Class> {
         let nonfinite = x.iter().any(|v| !v.is_finite());
         add(nonfinite && pad, Class::PoisonedPadding);
         add(nonfinite && !pad, Class::NonFiniteValid);
-        let s = row_scores(x);
+        let s: Vec<f32> = scores(x);
         for (&xv, &sv) in x.iter().zip(&s) {
             add(xv.is_finite() && sv == 0.0, Class::SaturatedZero);
             add(xv.is_finite() && sv == 1.0, Class::SaturatedOne);
@@ -901,27 +857,27 @@ pub fn classify(case: &RouterCase) -> BTreeSet<Class> {
             let abs: Vec<f32> = s.iter().map(|v| v.abs()).collect();
             add(profiles.iter().any(|p| near_eps(p.loss.row.reduce(&abs))), Class::ClampTie);
         }
-        let u = row_u(&s, &case.bias);
+        let ch = choice(&s, &case.bias, routing);
+        let u = &ch.u;
         add(u.iter().all(|&v| tied(v, u[0])), Class::AllEqual);
-        for j in 0..g {
-            let m = group_ranked(&u, gs, j);
+        for m in &ch.members {
             for p in 0..gs.min(3) - 1 {
-                add(tied(m[p].1, m[p + 1].1), Class::InGroupTie);
-                add(one_ulp_apart(m[p].1, m[p + 1].1), Class::InGroupNearTie);
+                add(tied(u[m[p]], u[m[p + 1]]), Class::InGroupTie);
+                add(one_ulp_apart(u[m[p]], u[m[p + 1]]), Class::InGroupNearTie);
             }
         }
-        let sel = select(&u, g, l, k);
         if l < g {
-            let (a, b) = (sel.groups[l - 1].1, sel.groups[l].1);
+            let (a, b) = (ch.group_scores[ch.groups[l - 1]], ch.group_scores[ch.groups[l]]);
             add(tied(a, b), Class::GroupScoreTie);
             add(one_ulp_apart(a, b), Class::GroupScoreNearTie);
         }
-        if k < sel.kept.len() {
-            let (a, b) = (sel.kept[k - 1].1, sel.kept[k].1);
+        if k < ch.experts.len() {
+            let (a, b) = (u[ch.experts[k - 1]], u[ch.experts[k]]);
             add(tied(a, b), Class::KthTie);
             add(one_ulp_apart(a, b), Class::KthNearTie);
         }
-        add(biased && select(&s, g, l, k).chosen != sel.chosen, Class::BiasReorders);
+        let reorders = || choose(&s, &unbiased, g, l, k, Depth::Chosen).ids != ch.ids;
+        add(biased && reorders(), Class::BiasReorders);
     }
     c
 }
@@ -1360,22 +1316,6 @@ mod tests {
     }
 
     #[test]
-    fn score_clamps_only_where_exp_is_saturated() {
-        assert_eq!(exp_f32(EXP_INF_ABOVE), f32::INFINITY);
-        assert_eq!(exp_f32(EXP_ZERO_BELOW).to_bits(), 0);
-        for x in [f32::MAX, 1.0e30, 1000.0, 104.0, 103.9] {
-            assert_eq!(score(x), 1.0, "{x}");
-        }
-        for x in [-f32::MAX, -1.0e30, -1000.0, -89.0] {
-            assert_eq!(score(x).to_bits(), 0, "{x}");
-        }
-        // Inside the clamp, the plain formula.
-        for x in [-88.5f32, -30.0, -1.0, 0.5, 17.0, 88.0] {
-            assert_eq!(score(x).to_bits(), (1.0 / (1.0 + exp_f32(-x))).to_bits(), "{x}");
-        }
-    }
-
-    #[test]
     fn simplest_values_and_logits() {
         assert_eq!(simplest_in(-0.5, 3.0), 0.0);
         assert_eq!(simplest_in(0.3, 0.7), 0.5);
@@ -1508,27 +1448,6 @@ mod tests {
         }
         let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c)).collect();
         assert!(missing.is_empty(), "never generated: {missing:?}");
-    }
-
-    #[test]
-    fn scores_and_choices_are_the_profile_oracles() {
-        // classify reads the same s and the same choice as the router's
-        // profile oracle: a tie it reports is a tie the router meets.
-        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
-        for _ in 0..300 {
-            let c = generate(&mut rng, &GenConfig::default());
-            let f = oracles::op::forward::<oracles::op::router::Router>(&c, &RouterProfile::serial())
-                .unwrap_or_else(|err| panic!("{err}: {c:?}"));
-            for r in 0..c.t {
-                let s = row_scores(c.row(r));
-                let oracle = &f.scores[r * c.e..(r + 1) * c.e];
-                let same = s.iter().zip(oracle).all(|(a, b)| a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan());
-                assert!(same, "row {r}: {s:?} vs {oracle:?}");
-                let chosen = select(&row_u(&s, &c.bias), c.groups, c.topk_groups, c.k).chosen;
-                let ids: Vec<usize> = f.ids[r * c.k..(r + 1) * c.k].iter().map(|&i| i as usize).collect();
-                assert_eq!(chosen, ids, "row {r} of {c:?}");
-            }
-        }
     }
 
     #[test]
@@ -1746,7 +1665,7 @@ mod tests {
             assert_eq!((m.t, m.e, m.groups, m.topk_groups, m.k), (1, 2, 1, 1, 1), "{m:?}");
             assert!(fails(&m));
             assert_eq!((m.route_norm, m.loss, m.padding.clone(), m.gw.clone()), (false, None, None, vec![0.0]));
-            let u = row_u(&row_scores(&m.logits), &m.bias);
+            let u = choice(&scores(&m.logits), &m.bias, Routing { e: 2, groups: 1, l: 1, k: 1 }).u;
             if m.bias == [0.0, 0.0] {
                 assert_eq!(m.logits, vec![0.0, 0.0], "{m:?}");
             } else {
