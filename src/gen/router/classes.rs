@@ -3,7 +3,7 @@
 
 use super::choice::{choice, key, one_ulp_apart, tied, Routing, ONE_MINUS_ULP};
 use super::shape::{V2, V2_LITE, V3};
-use crate::gen::common::edge_t;
+use crate::gen::common::{edge_t, write_class_name};
 use oracles::case::router::RouterCase;
 use oracles::profile::router::RouterProfile;
 use oracles::profile_oracle::router::{choose, scores, Depth};
@@ -180,8 +180,7 @@ impl Class {
 
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from));
-        f.write_str(s.as_deref().unwrap_or("?"))
+        write_class_name(self, f)
     }
 }
 
@@ -287,13 +286,12 @@ pub fn classify(case: &RouterCase) -> BTreeSet<Class> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gen::common::testing::{assert_class_names_round_trip, assert_every_class_reached};
     use crate::gen::router::choice::{edges, logit_for_u, score, step};
     use crate::gen::router::{generate, hand_case};
     use crate::gen::GenConfig;
     use oracles::case::router::FusedLoss;
     use proptest::test_runner::{RngAlgorithm, TestRng};
-    use std::collections::BTreeMap;
-    use std::time::Instant;
 
     /// A freshly initialised router (every valid row's logits one value) is
     /// a class of its own, drawn at many T, E = 32 included.
@@ -322,34 +320,14 @@ mod tests {
     #[test]
     fn every_class_is_reached() {
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
-        let mut counts: BTreeMap<Class, usize> = BTreeMap::new();
-        let start = Instant::now();
-        let cases: Vec<RouterCase> = (0..3000).map(|_| generate(&mut rng, &GenConfig::default())).collect();
-        let generated = start.elapsed();
-        for c in &cases {
-            for class in classify(c) {
-                *counts.entry(class).or_default() += 1;
-            }
-        }
-        let classified = start.elapsed() - generated;
-        println!("3000 cases: generated in {generated:?}, classified in {classified:?}");
-        for class in Class::ALL {
-            println!("{:>6}  {class}", counts.get(&class).copied().unwrap_or(0));
-        }
-        let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c)).collect();
-        assert!(missing.is_empty(), "never generated: {missing:?}");
+        assert_every_class_reached(&Class::ALL, 3000, || generate(&mut rng, &GenConfig::default()), classify);
     }
 
     #[test]
     fn class_names_are_kebab_case_and_all_is_complete() {
         assert_eq!(Class::KthNearTie.to_string(), "kth-near-tie");
         assert_eq!(Class::V3Shape.to_string(), "v3-shape");
-        let set: BTreeSet<Class> = Class::ALL.into_iter().collect();
-        assert_eq!(set.len(), Class::ALL.len());
-        for c in Class::ALL {
-            let back: Class = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
-            assert_eq!(back, c);
-        }
+        assert_class_names_round_trip(&Class::ALL);
     }
 
     #[test]

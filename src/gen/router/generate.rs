@@ -4,11 +4,10 @@
 use super::choice::Routing;
 use super::rows::{generate_bias, generate_row, RowKind, ROW_KINDS};
 use super::shape::{generate_shape, generate_t, MAX_REFERENCE_E};
-use crate::gen::common::{pick, wide};
+use crate::gen::common::{layout, padding_flags, pick, poison_padding, wide};
 use crate::gen::GenConfig;
 use crate::knobs::Shapes;
 use oracles::case::router::{FusedLoss, RouterCase};
-use oracles::case::{Layout, MAX_OFFSET};
 use oracles::vocab::ClampTie;
 use proptest::prelude::{Rng, RngExt};
 
@@ -54,26 +53,9 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> RouterCase {
         let kind = if rng.random_bool(0.25) { RowKind::Gate } else { pick(rng, &kinds) };
         logits.extend(generate_row(rng, kind, routing, &bias));
     }
-    let padding = match rng.random_range(0..10) {
-        0..=5 => None,
-        6 => Some(vec![true; t]),
-        _ => Some((0..t).map(|_| rng.random_bool(0.3)).collect()),
-    };
-    if let Some(p) = &padding {
-        if rng.random_bool(0.6) {
-            for (row, _) in logits.chunks_mut(e).zip(p).filter(|(_, &pad)| pad) {
-                for x in row.iter_mut() {
-                    if rng.random_bool(0.5) {
-                        *x = pick(rng, &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -f32::NAN]);
-                    }
-                }
-            }
-        }
-    }
-    let layout = Layout {
-        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
-        row_stride: if rng.random_bool(0.5) { e + rng.random_range(1..=5) } else { e },
-    };
+    let padding = padding_flags(rng, t);
+    poison_padding(rng, &mut logits, e, padding.as_deref());
+    let layout = layout(rng, e);
     let gw = generate_gw(rng, t * k);
     let route_scale = match rng.random_range(0..10) {
         0..=4 => 2.5,

@@ -1,7 +1,7 @@
 //! Shrinking: strictly smaller or simpler variants of a case, every one valid.
 
 use super::choice::{score, simplest_logit_for_u};
-use crate::gen::common::{simpler, simplifications};
+use crate::gen::common::{each_distinct, each_value, simpler, simplifications, toward, Field};
 use oracles::case::router::{FusedLoss, RouterCase};
 use oracles::case::Layout;
 use oracles::vocab::ClampTie;
@@ -191,33 +191,14 @@ pub fn shrink_candidates(case: &RouterCase) -> Vec<RouterCase> {
     // then each distinct logit everywhere it occurs (ties survive), then
     // each logit to the simplest one with the same u (small cases), then
     // single values.
-    let toward = |xs: &[f32], y: f32| -> Option<Vec<f32>> {
-        let v: Vec<f32> = xs.iter().map(|&x| if simpler(y, x) { y } else { x }).collect();
-        (v.iter().zip(xs).any(|(a, b)| a.to_bits() != b.to_bits())).then_some(v)
-    };
-    if let Some(bias) = toward(&case.bias, 0.0) {
-        out.push(RouterCase { bias, ..case.clone() });
-    }
-    if let Some(logits) = toward(&case.logits, 0.0) {
-        out.push(RouterCase { logits, ..case.clone() });
-    }
+    let (logits, bias, gw): (Field<RouterCase>, Field<RouterCase>, Field<RouterCase>) =
+        (|c| &mut c.logits, |c| &mut c.bias, |c| &mut c.gw);
+    out.extend(toward(case, bias, 0.0));
+    out.extend(toward(case, logits, 0.0));
     for y in [0.0, 1.0] {
-        if let Some(gw) = toward(&case.gw, y) {
-            out.push(RouterCase { gw, ..case.clone() });
-        }
+        out.extend(toward(case, gw, y));
     }
-    let mut distinct: Vec<u32> = case.logits.iter().map(|x| x.to_bits()).collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    if distinct.len() < case.logits.len() {
-        for &bits in distinct.iter().take(64) {
-            for y in simplifications(f32::from_bits(bits)) {
-                let mut c = case.clone();
-                c.logits.iter_mut().filter(|x| x.to_bits() == bits).for_each(|x| *x = y);
-                out.push(c);
-            }
-        }
-    }
+    out.extend(each_distinct(case, logits, 64));
     if t * e <= 64 {
         for (i, &x) in case.logits.iter().enumerate() {
             let b = case.bias[i % e];
@@ -230,26 +211,8 @@ pub fn shrink_candidates(case: &RouterCase) -> Vec<RouterCase> {
             }
         }
     }
-    for i in 0..case.logits.len().min(256) {
-        for y in simplifications(case.logits[i]) {
-            let mut c = case.clone();
-            c.logits[i] = y;
-            out.push(c);
-        }
-    }
-    for i in 0..e.min(256) {
-        for y in simplifications(case.bias[i]) {
-            let mut c = case.clone();
-            c.bias[i] = y;
-            out.push(c);
-        }
-    }
-    for i in 0..case.gw.len().min(256) {
-        for y in simplifications(case.gw[i]) {
-            let mut c = case.clone();
-            c.gw[i] = y;
-            out.push(c);
-        }
+    for field in [logits, bias, gw] {
+        out.extend(each_value(case, field, 256));
     }
     out
 }
@@ -313,18 +276,9 @@ mod tests {
         assert!(n > 10_000, "{n} candidates");
     }
 
-    /// Greedy shrinking: the first candidate that still fails, until none does.
+    /// The one shrinker, greedy, with no budget.
     fn shrink(case: &RouterCase, fails: impl Fn(&RouterCase) -> bool) -> RouterCase {
-        let mut current = case.clone();
-        'outer: loop {
-            for cand in shrink_candidates(&current) {
-                if fails(&cand) {
-                    current = cand;
-                    continue 'outer;
-                }
-            }
-            return current;
-        }
+        crate::shrink::shrink::<oracles::op::router::Router>(case, fails, usize::MAX)
     }
 
     #[test]
