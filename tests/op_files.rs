@@ -4,8 +4,10 @@
 //! of `src/` and fails on each identifier that names an op anywhere but
 //!
 //! - the op's own files: `src/<concept>/<op>.rs` for each concept of
-//!   [`CONCEPTS`], and `src/subject/cuda/<op>_*.rs` (an op's further GPU
-//!   subjects, shared_expert's cuBLAS one);
+//!   [`CONCEPTS`] and the files under `src/<concept>/<op>/` (an op's file
+//!   split by the concepts inside it, the router's generator), and
+//!   `src/subject/cuda/<op>_*.rs` (an op's further GPU subjects,
+//!   shared_expert's cuBLAS one);
 //! - the registry-like lists: a concept's `pub mod <op>;` and
 //!   `pub use <op>::...;` lines in its `mod.rs`, the registry itself
 //!   (`src/harness/registry.rs`), and the `KernelId` list of
@@ -167,7 +169,7 @@ fn ops_named(line: &str) -> BTreeSet<&'static str> {
 
 /// Whether `line` of `path` may name `op` (see the module header).
 fn allowed(path: &str, line: &str, op: &str) -> bool {
-    let own = CONCEPTS.iter().any(|c| path == format!("{c}/{op}.rs"))
+    let own = CONCEPTS.iter().any(|c| path == format!("{c}/{op}.rs") || path.starts_with(&format!("{c}/{op}/")))
         || path
             .strip_prefix(&format!("src/subject/cuda/{op}_"))
             .is_some_and(|r| r.ends_with(".rs") && !r.contains('/'));
@@ -285,6 +287,8 @@ fn the_check_catches_a_planted_violation() {
     assert!(!caught("src/model/mod.rs", "pub use moe_combine::MoeCombineModel;"));
     assert!(!caught("src/subject/cuda/mod.rs", "pub mod shared_expert_cublas;"));
     assert!(!caught("src/gen/moe_combine.rs", "use oracles::case::moe_combine::MoeCombineCase;"));
+    assert!(!caught("src/gen/router/shrink.rs", "use oracles::case::router::RouterCase;"));
+    assert!(caught("src/gen/router/shrink.rs", "use oracles::case::moe_combine::MoeCombineCase;"));
     assert!(!caught("src/subject/cuda/shared_expert_cublas.rs", "use oracles::op::shared_expert::SharedExpert;"));
     assert!(!caught("src/harness/registry.rs", "MoeCombine::NAME => Some(command.run::<MoeCombine>()),"));
     assert!(!caught(

@@ -62,6 +62,13 @@ pub fn round_f32(x: f32) -> f32 {
     round_f64(x as f64)
 }
 
+/// Whether `x` lies exactly halfway between two bf16 neighbours (its low 16
+/// bits are 0x8000): the one case where the rule's ties-to-even decides.
+/// A generator aims at these and classifies by them.
+pub fn is_tie(x: f32) -> bool {
+    x.is_finite() && x.to_bits() & 0xffff == 0x8000
+}
+
 /// Whether two bf16 decisions are the same rounding: equal bits, any NaN
 /// matching any NaN, and +0.0 matching -0.0 (the sign of an exact zero is
 /// not the real value's: see [`crate::mpfr::correctly_rounded`]).
@@ -177,6 +184,14 @@ mod tests {
                 assert_eq!(round_f32(y).to_bits(), want, "{:#010x}", y.to_bits());
             }
         }
+    }
+
+    #[test]
+    fn ties_are_the_midpoints_only() {
+        assert!(is_tie(1.0 + 2f32.powi(-8)) && is_tie(-(1.0 + 3.0 * 2f32.powi(-8))));
+        assert!(is_tie(f32::from_bits(0x0000_8000)), "between +0 and the smallest subnormal");
+        assert!(!is_tie(1.0) && !is_tie(1.0 + 2f32.powi(-8) + 2f32.powi(-23)));
+        assert!(!is_tie(f32::from_bits(0x7f80_8000)), "a NaN is no tie");
     }
 
     #[test]

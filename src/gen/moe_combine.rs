@@ -37,9 +37,10 @@
 //! the capacity, drops the layout, and simplifies values toward 0, 1 and
 //! short binary fractions that are still bf16 where they must be.
 
-use super::common::{pick, simpler, simplifications};
+use super::common::{layout, nudge_bf16, pick, simplify_fields, variant, write_class_name, Field};
 use super::GenConfig;
 use crate::knobs::Shapes;
+use oracles::bf16::is_tie;
 use oracles::case::moe_combine::{dispatch, Dispatch, MoeCombineCase};
 use oracles::case::{Layout, MAX_OFFSET};
 use oracles::same_bits;
@@ -157,8 +158,7 @@ impl Class {
 
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from));
-        f.write_str(s.as_deref().unwrap_or("?"))
+        write_class_name(self, f)
     }
 }
 
@@ -381,15 +381,6 @@ fn capacity<R: Rng + ?Sized>(rng: &mut R, case: &MoeCombineCase) -> Option<usize
     })
 }
 
-/// Where x, dy, x_exp and g_disp lie: an offset of 1..3 in half the cases,
-/// a row stride of H + 1..5 in half.
-fn layout<R: Rng + ?Sized>(rng: &mut R, h: usize) -> Layout {
-    Layout {
-        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
-        row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Generation.
 
@@ -583,11 +574,6 @@ fn serial_y(case: &MoeCombineCase, d: &Dispatch, t: usize, i: usize) -> f32 {
     acc
 }
 
-/// x exactly halfway between two bf16 values.
-fn bf16_tie(x: f32) -> bool {
-    x.is_finite() && x.to_bits() & 0xffff == 0x8000
-}
-
 /// Nudges one kept x_exp value at a time (a short binary fraction near its
 /// old magnitude) until some `serial` y lies exactly halfway between two
 /// bf16 values, trying at most `tries` nudges; keeps the nudge that hits.
@@ -601,13 +587,8 @@ fn aim_tie<R: Rng + ?Sized>(rng: &mut R, case: &mut MoeCombineCase, d: &Dispatch
         let i = rng.random_range(0..case.h);
         let at = s * case.h + i;
         let old = case.x_exp[at];
-        let e = if old.is_normal() { old.abs().log2().floor() as i32 } else { 0 };
-        let e = (e + rng.random_range(-1..=1)).clamp(-20, 20);
-        // An odd mantissa of 1 to 8 bits: a bf16.
-        let m = 2 * rng.random_range(0u32..128) + 1;
-        let v = (m as f32) * 2f32.powi(e - 7) * if rng.random_bool(0.5) { -1.0 } else { 1.0 };
-        case.x_exp[at] = f32::from_bits(v.to_bits() & 0xffff_0000);
-        if bf16_tie(serial_y(case, d, t, i)) {
+        case.x_exp[at] = nudge_bf16(rng, old);
+        if is_tie(serial_y(case, d, t, i)) {
             return true;
         }
         case.x_exp[at] = old;
@@ -715,7 +696,7 @@ pub fn classify(case: &MoeCombineCase) -> BTreeSet<Class> {
             by_slot |=
                 !same_bits(y, sum(&mut ks.iter().map(y_term))) || !same_bits(dx, sum(&mut ks.iter().map(dx_term)));
             overflow |= !y.is_finite() || kj.iter().any(|p| !y_term(p).is_finite());
-            tie |= bf16_tie(y);
+            tie |= is_tie(y);
         }
         for &(_, s) in kj {
             let dw_term = |i: usize| case.dy[t * h + i] * case.x_exp[s * h + i];
@@ -871,48 +852,9 @@ pub fn shrink_candidates(case: &MoeCombineCase) -> Vec<MoeCombineCase> {
     }
     // Whole fields toward 0 and 1, then each distinct value everywhere,
     // then single values. simplifications() keeps a bf16 a bf16.
-    type Field = fn(&mut MoeCombineCase) -> &mut Vec<f32>;
-    let fields: [Field; 5] = [|c| &mut c.weights, |c| &mut c.x_exp, |c| &mut c.dy, |c| &mut c.g_disp, |c| &mut c.x];
-    for field in fields {
-        for y in [0.0f32, 1.0] {
-            let mut c = case.clone();
-            let mut changed = false;
-            for x in field(&mut c).iter_mut() {
-                if simpler(y, *x) {
-                    *x = y;
-                    changed = true;
-                }
-            }
-            if changed {
-                out.push(c);
-            }
-        }
-    }
-    for field in fields {
-        let values = field(&mut case.clone()).clone();
-        let mut distinct: Vec<u32> = values.iter().map(|x| x.to_bits()).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        if distinct.len() < values.len() {
-            for &bits in distinct.iter().take(32) {
-                for y in simplifications(f32::from_bits(bits)) {
-                    let mut c = case.clone();
-                    field(&mut c).iter_mut().filter(|x| x.to_bits() == bits).for_each(|x| *x = y);
-                    out.push(c);
-                }
-            }
-        }
-    }
-    for field in fields {
-        let values = field(&mut case.clone()).clone();
-        for (i, &x) in values.iter().enumerate().take(256) {
-            for y in simplifications(x) {
-                let mut c = case.clone();
-                field(&mut c)[i] = y;
-                out.push(c);
-            }
-        }
-    }
+    let fields: [Field<MoeCombineCase>; 5] =
+        [|c| &mut c.weights, |c| &mut c.x_exp, |c| &mut c.dy, |c| &mut c.g_disp, |c| &mut c.x];
+    out.extend(simplify_fields(case, &fields));
     out
 }
 
@@ -924,30 +866,25 @@ pub fn shrink_candidates(case: &MoeCombineCase) -> Vec<MoeCombineCase> {
 /// page asks the validation property to try), each named; every one must
 /// fail `validate()`.
 pub fn invalid_variants(case: &MoeCombineCase) -> Vec<(&'static str, MoeCombineCase)> {
-    let with = |f: &dyn Fn(&mut MoeCombineCase)| {
-        let mut c = case.clone();
-        f(&mut c);
-        c
-    };
     let (h, k) = (case.h, case.k);
     let n_slots = case.x_exp.len() / h.max(1);
     let mut out = vec![
-        ("t-zero", with(&|c| c.t = 0)),
-        ("h-zero", with(&|c| c.h = 0)),
-        ("e-zero", with(&|c| c.e = 0)),
-        ("k-zero", with(&|c| c.k = 0)),
-        ("k-above-e", with(&|c| c.k = c.e + 1)),
-        ("id-equal-to-e", with(&|c| c.ids[0] = c.e as u32)),
-        ("ids-one-long", with(&|c| c.ids.push(0))),
-        ("weights-one-long", with(&|c| c.weights.push(1.0))),
-        ("padding-one-long", with(&|c| c.padding = Some(vec![false; c.t + 1]))),
-        ("offset-4", with(&|c| c.layout.offset = MAX_OFFSET + 1)),
-        ("row-stride-below-h", with(&|c| c.layout.row_stride = c.h - 1)),
-        ("x-not-bf16", with(&|c| c.x[0] = 1.0 + f32::EPSILON)),
-        ("dy-one-long", with(&|c| c.dy.push(0.0))),
+        ("t-zero", variant(case, |c| c.t = 0)),
+        ("h-zero", variant(case, |c| c.h = 0)),
+        ("e-zero", variant(case, |c| c.e = 0)),
+        ("k-zero", variant(case, |c| c.k = 0)),
+        ("k-above-e", variant(case, |c| c.k = c.e + 1)),
+        ("id-equal-to-e", variant(case, |c| c.ids[0] = c.e as u32)),
+        ("ids-one-long", variant(case, |c| c.ids.push(0))),
+        ("weights-one-long", variant(case, |c| c.weights.push(1.0))),
+        ("padding-one-long", variant(case, |c| c.padding = Some(vec![false; c.t + 1]))),
+        ("offset-4", variant(case, |c| c.layout.offset = MAX_OFFSET + 1)),
+        ("row-stride-below-h", variant(case, |c| c.layout.row_stride = c.h - 1)),
+        ("x-not-bf16", variant(case, |c| c.x[0] = 1.0 + f32::EPSILON)),
+        ("dy-one-long", variant(case, |c| c.dy.push(0.0))),
         (
             "g-disp-one-short-or-long",
-            with(&|c| {
+            variant(case, |c| {
                 if c.g_disp.pop().is_none() {
                     c.g_disp.push(0.0)
                 }
@@ -955,11 +892,11 @@ pub fn invalid_variants(case: &MoeCombineCase) -> Vec<(&'static str, MoeCombineC
         ),
     ];
     if k >= 2 {
-        out.push(("id-twice-in-a-token", with(&|c| c.ids[1] = c.ids[0])));
+        out.push(("id-twice-in-a-token", variant(case, |c| c.ids[1] = c.ids[0])));
         // The same in a padding token: its ids are validated too.
         out.push((
             "id-twice-in-a-padding-token",
-            with(&|c| {
+            variant(case, |c| {
                 let mut p = c.padding.clone().unwrap_or_else(|| vec![false; c.t]);
                 p[c.t - 1] = true;
                 c.padding = Some(p);
@@ -969,7 +906,7 @@ pub fn invalid_variants(case: &MoeCombineCase) -> Vec<(&'static str, MoeCombineC
     }
     out.push((
         "x-exp-one-row-off",
-        with(&|c| {
+        variant(case, |c| {
             if n_slots > 0 {
                 c.x_exp.truncate((n_slots - 1) * h);
             } else {
@@ -978,11 +915,11 @@ pub fn invalid_variants(case: &MoeCombineCase) -> Vec<(&'static str, MoeCombineC
         }),
     ));
     if n_slots > 0 {
-        out.push(("x-exp-not-bf16", with(&|c| c.x_exp[n_slots * h - 1] = f32::from_bits(0x7f80_0001))));
+        out.push(("x-exp-not-bf16", variant(case, |c| c.x_exp[n_slots * h - 1] = f32::from_bits(0x7f80_0001))));
     }
     // x_exp sized for another capacity: where another capacity changes N_slots.
     let other = if case.capacity.is_none() { Some(0) } else { None };
-    let resized = with(&|c| c.capacity = other);
+    let resized = variant(case, |c| c.capacity = other);
     if oracles::case::moe_combine::slot_count(&resized).is_ok_and(|n| n != n_slots) {
         out.push(("x-exp-sized-for-another-capacity", resized));
     }
@@ -999,8 +936,8 @@ pub fn all_bf16(case: &MoeCombineCase) -> bool {
 mod tests {
     use super::*;
     use crate::gen::common::complexity;
+    use crate::gen::common::testing::{assert_class_names_round_trip, assert_every_class_reached};
     use proptest::test_runner::{RngAlgorithm, TestRng};
-    use std::collections::BTreeMap;
 
     /// The shape of a case, in the order shrinking reduces it: T, k, H, E,
     /// the capacity (none simplest, then by size), the padding flags (none,
@@ -1079,25 +1016,15 @@ mod tests {
 
     #[test]
     fn every_class_is_reached() {
-        let mut counts: BTreeMap<Class, usize> = BTreeMap::new();
-        for c in cases(2000) {
-            for class in classify(&c) {
-                *counts.entry(class).or_default() += 1;
-            }
-        }
-        for class in Class::ALL {
-            println!("{:>6}  {class}", counts.get(&class).copied().unwrap_or(0));
-        }
-        let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c)).collect();
-        assert!(missing.is_empty(), "never generated: {missing:?}");
+        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+        assert_every_class_reached(&Class::ALL, 2000, || generate(&mut rng, &GenConfig::default()), classify);
     }
 
     #[test]
     fn class_names_are_kebab_case_and_all_is_complete() {
         assert_eq!(Class::ByChoiceNotBySlot.to_string(), "by-choice-not-by-slot");
         assert_eq!(Class::Bf16Tie.to_string(), "bf16-tie");
-        let set: BTreeSet<Class> = Class::ALL.into_iter().collect();
-        assert_eq!(set.len(), Class::ALL.len());
+        assert_class_names_round_trip(&Class::ALL);
     }
 
     #[test]
@@ -1196,18 +1123,9 @@ mod tests {
         }
     }
 
-    /// Greedy shrinking: the first candidate that still fails, until none does.
+    /// The one shrinker, greedy, with no budget.
     fn shrink(case: &MoeCombineCase, fails: impl Fn(&MoeCombineCase) -> bool) -> MoeCombineCase {
-        let mut current = case.clone();
-        'outer: loop {
-            for cand in shrink_candidates(&current) {
-                if fails(&cand) {
-                    current = cand;
-                    continue 'outer;
-                }
-            }
-            return current;
-        }
+        crate::shrink::shrink::<oracles::op::moe_combine::MoeCombine>(case, fails, usize::MAX)
     }
 
     #[test]

@@ -11,9 +11,11 @@
 //! consistent), drop padding and layout, simplify values toward 0, 1 and
 //! short binary fractions.
 
-use super::common::{edge_t, is_prime, pick, simpler, simplifications, wide};
+use super::common::{
+    each_value, edge_t, is_prime, layout, padding_flags, pick, poison_padding, simpler, wide, write_class_name,
+};
 use crate::knobs::Shapes;
-use oracles::case::seqwise_loss::{Layout, Objective, SeqwiseCase, MAX_OFFSET};
+use oracles::case::seqwise_loss::{Layout, Objective, SeqwiseCase};
 use oracles::profile::seqwise_loss::{SeqwiseProfile, GPU_TOKEN_CHUNK};
 use oracles::vocab::{ClampTie, EPS};
 use proptest::prelude::{Rng, RngExt};
@@ -121,8 +123,7 @@ impl Class {
 
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from));
-        f.write_str(s.as_deref().unwrap_or("?"))
+        write_class_name(self, f)
     }
 }
 
@@ -359,26 +360,9 @@ pub fn generate<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SeqwiseCase {
     } else {
         Objective::UnbiasedTopK { k }
     };
-    let padding = match rng.random_range(0..10) {
-        0..=5 => None,
-        6 => Some(vec![true; t]),
-        _ => Some((0..t).map(|_| rng.random_bool(0.3)).collect()),
-    };
-    if let Some(p) = &padding {
-        if rng.random_bool(0.6) {
-            for (row, _) in scores.chunks_mut(e).zip(p).filter(|(_, &pad)| pad) {
-                for x in row.iter_mut() {
-                    if rng.random_bool(0.5) {
-                        *x = pick(rng, &[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -f32::NAN]);
-                    }
-                }
-            }
-        }
-    }
-    let layout = Layout {
-        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
-        row_stride: if rng.random_bool(0.5) { e + rng.random_range(1..=5) } else { e },
-    };
+    let padding = padding_flags(rng, t);
+    poison_padding(rng, &mut scores, e, padding.as_deref());
+    let layout = layout(rng, e);
     let g = match rng.random_range(0..10) {
         // Both zeros: g = -0.0 is a valid seed, and its sign reaches the
         // backward's zero terms.
@@ -562,14 +546,7 @@ pub fn shrink_candidates(case: &SeqwiseCase) -> Vec<SeqwiseCase> {
         }
     }
     // Values: each toward 0, 1, 0.5 and shorter mantissas.
-    for i in 0..case.scores.len().min(256) {
-        let x = case.scores[i];
-        for y in simplifications(x) {
-            let mut c = case.clone();
-            c.scores[i] = y;
-            out.push(c);
-        }
-    }
+    out.extend(each_value(case, |c| &mut c.scores, 256));
     out
 }
 
@@ -604,6 +581,7 @@ fn keep_experts(case: &SeqwiseCase, experts: &[usize]) -> SeqwiseCase {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gen::common::testing::assert_every_class_reached;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
     #[test]
@@ -657,12 +635,7 @@ mod tests {
     #[test]
     fn every_class_is_reached() {
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
-        let mut seen = BTreeSet::new();
-        for _ in 0..3000 {
-            seen.extend(classify(&generate(&mut rng, &GenConfig::default())));
-        }
-        let missing: Vec<_> = Class::ALL.iter().filter(|c| !seen.contains(c)).collect();
-        assert!(missing.is_empty(), "never generated: {missing:?}");
+        assert_every_class_reached(&Class::ALL, 3000, || generate(&mut rng, &GenConfig::default()), classify);
     }
 
     #[test]

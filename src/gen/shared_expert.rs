@@ -25,19 +25,21 @@
 //! against equal weight columns), saturated or zero gates, zero tokens,
 //! special values (bf16 subnormals, +-0, near-max, NaN, +-Inf), a layout.
 //!
-//! [`classify`] reads every class off the values (it runs the correct
-//! kernel model for the intermediates), never from how the case was made.
+//! [`classify`] reads every class off the values (the intermediates are
+//! the serial profile oracle's), never from how the case was made; the tie
+//! and tail passes aim from the same intermediates.
 //! [`shrink_candidates`] drops tokens, halves H or F consistently across x,
 //! w1, w2 and dy, drops the layout, and simplifies values toward 0, 1 and
 //! short binary fractions that are still bf16.
 
-use super::common::{pick, simpler, simplifications};
+use super::common::{nudge_bf16, pick, simplify_fields, variant, write_class_name, Field};
 use super::GenConfig;
 use crate::knobs::Shapes;
-use crate::model::shared_expert::{bf16_tie, SharedExpertModel, Trace};
+use oracles::bf16::is_tie;
 use oracles::case::shared_expert::{is_bf16, SharedExpertCase};
 use oracles::case::{Layout, MAX_OFFSET};
 use oracles::profile::shared_expert::SharedExpertProfile;
+use oracles::profile_oracle::shared_expert::SharedExpertTrace;
 use proptest::prelude::{Rng, RngExt};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -143,8 +145,7 @@ impl Class {
 
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from));
-        f.write_str(s.as_deref().unwrap_or("?"))
+        write_class_name(self, f)
     }
 }
 
@@ -215,8 +216,8 @@ const REFERENCE_MAX_TH: usize = 1 << 24;
 /// A tier-B case (`GenConfig::shapes`): a reference shape, T in 1..=max_t
 /// (a third of the time at a tile edge) with T x H <= 2^24, plain or wide
 /// random values with sprinkled signed zeros, a random layout (dense for
-/// `reference-dense`). None of the passes that run the kernel model (ties, tail
-/// gates): at these sizes the model alone takes minutes a case, and tier B
+/// `reference-dense`). None of the passes that trace the profile oracle
+/// (ties, tail gates): at these sizes the trace alone takes minutes a case, and tier B
 /// compares the subject with itself (batch invariance, determinism,
 /// offset/stride), which needs no special values to fail.
 fn generate_reference<R: Rng + ?Sized>(rng: &mut R, cfg: &GenConfig) -> SharedExpertCase {
@@ -246,10 +247,7 @@ fn layout<R: Rng + ?Sized>(rng: &mut R, h: usize, f: usize) -> Layout {
     if h.is_multiple_of(8) && f.is_multiple_of(8) && rng.random_bool(0.75) {
         return Layout { offset: 0, row_stride: h + 8 * rng.random_range(0..=2) };
     }
-    Layout {
-        offset: if rng.random_bool(0.5) { rng.random_range(1..=MAX_OFFSET) } else { 0 },
-        row_stride: if rng.random_bool(0.5) { h + rng.random_range(1..=5) } else { h },
-    }
+    super::common::layout(rng, h)
 }
 
 /// (T, H, F) within the config: T mostly <= 8; at a tile edge H, F <= 3.
@@ -321,19 +319,20 @@ enum Tie {
     Dz,
 }
 
-/// The correct model's intermediates, forward and backward.
-fn trace(case: &SharedExpertCase) -> Option<Trace> {
-    SharedExpertModel::new(SharedExpertProfile::serial()).trace(case, true).ok()
+/// The serial profile oracle's intermediates, forward and backward: the
+/// values whose bf16 roundings the ties are aimed at.
+fn trace(case: &SharedExpertCase) -> Option<SharedExpertTrace> {
+    oracles::profile_oracle::shared_expert::trace(case, &SharedExpertProfile::serial()).ok()
 }
 
-fn has_tie(tr: &Trace, tie: Tie) -> bool {
+fn has_tie(tr: &SharedExpertTrace, tie: Tie) -> bool {
     let v = match tie {
         Tie::H => &tr.h_pre,
         Tie::Y => &tr.y_pre,
         Tie::Dh => &tr.dh_pre,
         Tie::Dz => &tr.dz_pre,
     };
-    v.iter().any(|&x| bf16_tie(x))
+    v.iter().any(|&x| is_tie(x))
 }
 
 /// Nudges one input at a time (a short binary fraction near its old
@@ -351,13 +350,7 @@ fn aim_tie<R: Rng + ?Sized>(rng: &mut R, case: &mut SharedExpertCase, tie: Tie, 
             Tie::Dh | Tie::Dz => (&mut case.dy, rng.random_range(0..case.t * h)),
         };
         let old = vec[idx];
-        // An odd mantissa of 1 to 8 bits at an exponent near the old one.
-        let e = if old.is_normal() { old.abs().log2().floor() as i32 } else { 0 };
-        let e = (e + rng.random_range(-1..=1)).clamp(-20, 20);
-        let m = 2 * rng.random_range(0u32..128) + 1;
-        let v = (m as f32) * 2f32.powi(e - 7) * if rng.random_bool(0.5) { -1.0 } else { 1.0 };
-        let v = f32::from_bits(v.to_bits() & 0xffff_0000);
-        vec[idx] = v;
+        vec[idx] = nudge_bf16(rng, old);
         if trace(case).is_some_and(|tr| has_tie(&tr, tie)) {
             return true;
         }
@@ -576,8 +569,8 @@ fn cancels(r: f32, terms: impl Iterator<Item = f32>) -> bool {
     nonzero >= 2 && r.is_finite() && r.abs() <= max * (1.0 / 256.0)
 }
 
-/// Largest T x H x F whose value classes [`classify`] computes (they run
-/// the kernel model and visit every product: seconds at this size); a
+/// Largest T x H x F whose value classes [`classify`] computes (they trace
+/// the profile oracle and visit every product: seconds at this size); a
 /// larger case gets its shape and input classes only.
 pub const CLASSIFY_MAX_THF: usize = 1 << 26;
 
@@ -607,7 +600,7 @@ pub fn classify(case: &SharedExpertCase) -> BTreeSet<Class> {
     add(inputs().any(|v| v.is_finite() && v.abs() >= 2f32.powi(127)), Class::NearMax);
     let finite = inputs().all(|v| v.is_finite());
     add(!finite, Class::NonFinite);
-    // The classes below need the kernel model's intermediates (a whole
+    // The classes below need the profile oracle's intermediates (a whole
     // forward and backward): not for tier B's reference shapes.
     if case.t.saturating_mul(case.h).saturating_mul(case.f) > CLASSIFY_MAX_THF {
         return c;
@@ -758,52 +751,8 @@ pub fn shrink_candidates(case: &SharedExpertCase) -> Vec<SharedExpertCase> {
     // Whole tensors toward 0 and 1, then each distinct value everywhere,
     // then single values. simplifications() keeps a bf16 a bf16 (0, 1, 0.5,
     // -x and fewer mantissa bits).
-    type Field = fn(&mut SharedExpertCase) -> &mut Vec<f32>;
-    let fields: [Field; 4] = [|c| &mut c.x, |c| &mut c.w1, |c| &mut c.w2, |c| &mut c.dy];
-    for field in fields {
-        for y in [0.0f32, 1.0] {
-            let mut c = case.clone();
-            let v = field(&mut c);
-            let mut changed = false;
-            for x in v.iter_mut() {
-                if simpler(y, *x) {
-                    *x = y;
-                    changed = true;
-                }
-            }
-            if changed {
-                out.push(c);
-            }
-        }
-    }
-    for field in fields {
-        let mut probe = case.clone();
-        let values = field(&mut probe).clone();
-        let mut distinct: Vec<u32> = values.iter().map(|x| x.to_bits()).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        if distinct.len() < values.len() {
-            for &bits in distinct.iter().take(32) {
-                for y in simplifications(f32::from_bits(bits)) {
-                    let mut c = case.clone();
-                    field(&mut c).iter_mut().filter(|x| x.to_bits() == bits).for_each(|x| *x = y);
-                    out.push(c);
-                }
-            }
-        }
-    }
-    for field in fields {
-        let mut probe = case.clone();
-        let n = field(&mut probe).len();
-        for i in 0..n.min(256) {
-            let x = field(&mut probe)[i];
-            for y in simplifications(x) {
-                let mut c = case.clone();
-                field(&mut c)[i] = y;
-                out.push(c);
-            }
-        }
-    }
+    let fields: [Field<SharedExpertCase>; 4] = [|c| &mut c.x, |c| &mut c.w1, |c| &mut c.w2, |c| &mut c.dy];
+    out.extend(simplify_fields(case, &fields));
     out
 }
 
@@ -814,37 +763,32 @@ pub fn shrink_candidates(case: &SharedExpertCase) -> Vec<SharedExpertCase> {
 /// docs/ops/shared_expert.md#validation (and the case's own: lengths, layout,
 /// storage, bf16 values), each named; every one must fail `validate()`.
 pub fn invalid_variants(case: &SharedExpertCase) -> Vec<(&'static str, SharedExpertCase)> {
-    let with = |f: &dyn Fn(&mut SharedExpertCase)| {
-        let mut c = case.clone();
-        f(&mut c);
-        c
-    };
     vec![
-        ("t-zero", with(&|c| c.t = 0)),
-        ("h-zero", with(&|c| c.h = 0)),
-        ("f-zero", with(&|c| c.f = 0)),
-        ("x-length", with(&|c| c.x.push(0.0))),
+        ("t-zero", variant(case, |c| c.t = 0)),
+        ("h-zero", variant(case, |c| c.h = 0)),
+        ("f-zero", variant(case, |c| c.f = 0)),
+        ("x-length", variant(case, |c| c.x.push(0.0))),
         (
             "w1-length",
-            with(&|c| {
+            variant(case, |c| {
                 c.w1.pop();
             }),
         ),
-        ("w2-length", with(&|c| c.w2.push(1.0))),
+        ("w2-length", variant(case, |c| c.w2.push(1.0))),
         (
             "dy-length",
-            with(&|c| {
+            variant(case, |c| {
                 c.dy.pop();
             }),
         ),
-        ("offset-4", with(&|c| c.layout.offset = MAX_OFFSET + 1)),
-        ("row-stride-below-h", with(&|c| c.layout.row_stride = c.h - 1)),
-        ("row-stride-huge", with(&|c| c.layout.row_stride = usize::MAX / 4)),
-        ("f-huge", with(&|c| c.f = usize::MAX / 2)),
-        ("x-not-bf16", with(&|c| c.x[0] = 1.0 + f32::EPSILON)),
-        ("w1-not-bf16", with(&|c| c.w1[2 * c.f * c.h - 1] = 0.1)),
-        ("w2-not-bf16", with(&|c| c.w2[0] = f32::from_bits(0x7f80_0001))),
-        ("dy-not-bf16", with(&|c| c.dy[c.t * c.h - 1] = f32::from_bits(0x0000_0001))),
+        ("offset-4", variant(case, |c| c.layout.offset = MAX_OFFSET + 1)),
+        ("row-stride-below-h", variant(case, |c| c.layout.row_stride = c.h - 1)),
+        ("row-stride-huge", variant(case, |c| c.layout.row_stride = usize::MAX / 4)),
+        ("f-huge", variant(case, |c| c.f = usize::MAX / 2)),
+        ("x-not-bf16", variant(case, |c| c.x[0] = 1.0 + f32::EPSILON)),
+        ("w1-not-bf16", variant(case, |c| c.w1[2 * c.f * c.h - 1] = 0.1)),
+        ("w2-not-bf16", variant(case, |c| c.w2[0] = f32::from_bits(0x7f80_0001))),
+        ("dy-not-bf16", variant(case, |c| c.dy[c.t * c.h - 1] = f32::from_bits(0x0000_0001))),
     ]
 }
 
@@ -857,9 +801,8 @@ pub fn all_bf16(case: &SharedExpertCase) -> bool {
 mod tests {
     use super::*;
     use crate::gen::common::complexity;
+    use crate::gen::common::testing::{assert_class_names_round_trip, assert_every_class_reached};
     use proptest::test_runner::{RngAlgorithm, TestRng};
-    use std::collections::BTreeMap;
-    use std::time::Instant;
 
     /// Smaller or simpler, lexicographic: the shape (T, H, F), a non-dense
     /// layout, then the values (none more complex, one less so).
@@ -978,29 +921,14 @@ mod tests {
     #[test]
     fn every_class_is_reached() {
         let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
-        let mut counts: BTreeMap<Class, usize> = BTreeMap::new();
-        let start = Instant::now();
-        let cases: Vec<SharedExpertCase> = (0..1500).map(|_| generate(&mut rng, &GenConfig::default())).collect();
-        let generated = start.elapsed();
-        for c in &cases {
-            for class in classify(c) {
-                *counts.entry(class).or_default() += 1;
-            }
-        }
-        println!("1500 cases: generated in {generated:?}, classified in {:?}", start.elapsed() - generated);
-        for class in Class::ALL {
-            println!("{:>6}  {class}", counts.get(&class).copied().unwrap_or(0));
-        }
-        let missing: Vec<_> = Class::ALL.iter().filter(|c| !counts.contains_key(c)).collect();
-        assert!(missing.is_empty(), "never generated: {missing:?}");
+        assert_every_class_reached(&Class::ALL, 1500, || generate(&mut rng, &GenConfig::default()), classify);
     }
 
     #[test]
     fn class_names_are_kebab_case_and_all_is_complete() {
         assert_eq!(Class::TieDz.to_string(), "tie-dz");
         assert_eq!(Class::UnderflowProduct.to_string(), "underflow-product");
-        let set: BTreeSet<Class> = Class::ALL.into_iter().collect();
-        assert_eq!(set.len(), Class::ALL.len());
+        assert_class_names_round_trip(&Class::ALL);
     }
 
     #[test]
@@ -1087,36 +1015,9 @@ mod tests {
         assert!(c.contains(&Class::Subnormal) && c.contains(&Class::SignedZero));
     }
 
-    #[test]
-    fn classes_read_the_profile_oracles_outputs() {
-        // classify's y and dX (the model's) are the profile oracle's bits:
-        // a tie it reports is a tie the serial profile meets.
-        use oracles::op::shared_expert::SharedExpert;
-        let profile = SharedExpertProfile::serial();
-        let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
-        for _ in 0..300 {
-            let c = generate(&mut rng, &GenConfig::default());
-            let tr = trace(&c).unwrap();
-            let f = oracles::op::forward::<SharedExpert>(&c, &profile).unwrap();
-            let b = oracles::op::backward::<SharedExpert>(&c, &profile).unwrap();
-            let same =
-                |a: &[f32], b: &[f32]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| oracles::same_bits(*x, *y));
-            assert!(same(&tr.y, &f.y) && same(&tr.dx, &b.dx), "{c:?}");
-        }
-    }
-
-    /// Greedy shrinking: the first candidate that still fails, until none does.
+    /// The one shrinker, greedy, with no budget.
     fn shrink(case: &SharedExpertCase, fails: impl Fn(&SharedExpertCase) -> bool) -> SharedExpertCase {
-        let mut current = case.clone();
-        'outer: loop {
-            for cand in shrink_candidates(&current) {
-                if fails(&cand) {
-                    current = cand;
-                    continue 'outer;
-                }
-            }
-            return current;
-        }
+        crate::shrink::shrink::<oracles::op::shared_expert::SharedExpert>(case, fails, usize::MAX)
     }
 
     #[test]
@@ -1138,7 +1039,7 @@ mod tests {
             let dense = GenConfig { max_t, shapes: Shapes::ReferenceDense, ..GenConfig::default() };
             let d = generate(&mut rng, &dense);
             assert_eq!(d.layout, Layout::dense(d.h));
-            // Past the gate, no class that needs the model (it would take minutes).
+            // Past the gate, no class that needs the trace (it would take minutes).
             if c.t * c.h * c.f > CLASSIFY_MAX_THF {
                 let classes = classify(&c);
                 assert!(classes.iter().all(|k| !matches!(k, Class::TieH | Class::TieY | Class::UnderflowProduct)));

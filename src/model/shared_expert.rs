@@ -14,8 +14,7 @@
 //! Without a bug it computes the `serial` profile bit for bit (any NaN
 //! matching any NaN); with a [`SharedExpertBug`] it makes that one mistake.
 //! [`SharedExpertModel::trace`] also hands out the intermediates (z, h, dh,
-//! dz before and after rounding), which the generator reads to aim at
-//! rounding ties and to classify cases.
+//! dz before and after rounding).
 
 use super::router::fast_exp;
 use super::{ModelError, Strided, POISON};
@@ -73,12 +72,6 @@ pub fn bf16_rne(x: f32) -> f32 {
     }
     let b = x.to_bits();
     f32::from_bits(b.wrapping_add(0x7fff + ((b >> 16) & 1)) & 0xffff_0000)
-}
-
-/// True when x lies exactly halfway between two bf16 values (its low 16
-/// bits are 0x8000): the one case where the rounding rule decides.
-pub fn bf16_tie(x: f32) -> bool {
-    x.is_finite() && x.to_bits() & 0xffff == 0x8000
 }
 
 impl SharedExpertModel {
@@ -287,7 +280,6 @@ mod tests {
         assert_eq!(r(0x8000_0001), 0x8000_0000, "-0.0 kept");
         assert!(bf16_rne(f32::from_bits(0x7f80_0001)).is_nan(), "a NaN with a low payload stays NaN");
         assert_eq!(r(f32::INFINITY.to_bits()), f32::INFINITY.to_bits());
-        assert!(bf16_tie(f32::from_bits(0x3f80_8000)) && !bf16_tie(1.0) && !bf16_tie(f32::from_bits(0x7f80_8000)));
     }
 
     #[test]

@@ -76,8 +76,8 @@ fn selection_order<N: Num>(a: (usize, &N), b: (usize, &N)) -> Ordering {
 }
 
 /// The first `m` of `candidates` (indices into `values`) in the selection
-/// order, first the largest.
-fn best<N: Num>(values: &[N], candidates: impl Iterator<Item = usize>, m: usize) -> Vec<usize> {
+/// order, first the largest (all of them when `m` is at least their count).
+pub fn ranked<N: Num>(values: &[N], candidates: impl Iterator<Item = usize>, m: usize) -> Vec<usize> {
     let mut idx: Vec<usize> = candidates.collect();
     let order = |a: &usize, b: &usize| selection_order((*a, &values[*a]), (*b, &values[*b]));
     if m < idx.len() {
@@ -90,29 +90,71 @@ fn best<N: Num>(values: &[N], candidates: impl Iterator<Item = usize>, m: usize)
     idx
 }
 
-/// Steps 2-5 of the forward on one row of scores: u = s + bias, group
-/// scores from the two largest u (larger first), the L best groups, the k
-/// best u among their experts; the chosen experts, ascending.
-fn select<N: Num>(case: &RouterCase, s: &[N]) -> Vec<u32> {
-    let u: Vec<N> = s.iter().zip(&case.bias).map(|(s, &b)| s.add(&N::input(b))).collect();
-    let size = case.group_size();
-    let scores: Vec<N> = (0..case.groups)
-        .map(|g| {
-            let top = best(&u, g * size..(g + 1) * size, 2);
-            u[top[0]].add(&u[top[1]])
-        })
-        .collect();
-    let kept = best(&scores, 0..case.groups, case.topk_groups);
-    let mut ids: Vec<u32> =
-        best(&u, kept.iter().flat_map(|&g| g * size..(g + 1) * size), case.k).into_iter().map(|i| i as u32).collect();
+/// How far [`choose`] ranks: as far as the choice needs (the oracle's
+/// runs), or every group and every candidate expert (what a generator aims
+/// ties at and classifies by). The first places are the same either way:
+/// the selection order is total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// A group's two best experts, the L best groups, the k best experts.
+    Chosen,
+    /// Every expert of a group, every group, every expert of the kept groups.
+    Full,
+}
+
+/// One row's choice (docs/ops/router.md#forward, steps 2-5), with the
+/// rankings it was made from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice<N> {
+    /// u = s + bias, one per expert.
+    pub u: Vec<N>,
+    /// Each group's experts, best u first: the two that make its score
+    /// (all of them at [`Depth::Full`]).
+    pub members: Vec<Vec<usize>>,
+    /// Each group's score, by group: the sum of its two largest u, the
+    /// larger first.
+    pub group_scores: Vec<N>,
+    /// The groups, best score first: the L kept (all G at [`Depth::Full`]).
+    pub groups: Vec<usize>,
+    /// The kept groups' experts, best u first: the k chosen (all of them at
+    /// [`Depth::Full`]).
+    pub experts: Vec<usize>,
+    /// The k chosen experts, ascending.
+    pub ids: Vec<u32>,
+}
+
+/// Steps 2-5 of the forward on one row of scores `s`: u = s + bias, group
+/// scores from the two largest u (larger first), the `topk_groups` best
+/// groups of `groups`, the `k` best u among their experts.
+pub fn choose<N: Num>(s: &[N], bias: &[f32], groups: usize, topk_groups: usize, k: usize, depth: Depth) -> Choice<N> {
+    let u: Vec<N> = s.iter().zip(bias).map(|(s, &b)| s.add(&N::input(b))).collect();
+    let size = u.len() / groups;
+    let full = depth == Depth::Full;
+    let members: Vec<Vec<usize>> =
+        (0..groups).map(|g| ranked(&u, g * size..(g + 1) * size, if full { size } else { 2 })).collect();
+    let group_scores: Vec<N> = members.iter().map(|top| u[top[0]].add(&u[top[1]])).collect();
+    let ranked_groups = ranked(&group_scores, 0..groups, if full { groups } else { topk_groups });
+    let kept = ranked_groups[..topk_groups].iter().flat_map(|&g| g * size..(g + 1) * size);
+    let experts = ranked(&u, kept, if full { topk_groups * size } else { k });
+    let mut ids: Vec<u32> = experts[..k].iter().map(|&i| i as u32).collect();
     ids.sort_unstable();
-    ids
+    Choice { u, members, group_scores, groups: ranked_groups, experts, ids }
+}
+
+/// The chosen experts of one row of scores, ascending.
+fn select<N: Num>(case: &RouterCase, s: &[N]) -> Vec<u32> {
+    choose(s, &case.bias, case.groups, case.topk_groups, case.k, Depth::Chosen).ids
 }
 
 /// Step 1: s = 1 / (1 + exp(-x)), each operation rounded.
-fn sigmoid<N: Num>(x: f32) -> N {
+pub fn sigmoid<N: Num>(x: f32) -> N {
     let one = N::input(1.0);
     one.div(&one.add(&N::input(x).neg().exp()))
+}
+
+/// Step 1 on a row of logits.
+pub fn scores<N: Num>(logits: &[f32]) -> Vec<N> {
+    logits.iter().map(|&x| sigmoid(x)).collect()
 }
 
 /// One token's scores and chosen experts: the imposed ones when given, with
@@ -124,7 +166,7 @@ struct RoutedRow<N> {
 }
 
 fn route_row<N: Num>(case: &RouterCase, t: usize, imposed: Option<&RouterDecisions>) -> RoutedRow<N> {
-    let s: Vec<N> = case.row(t).iter().map(|&x| sigmoid(x)).collect();
+    let s: Vec<N> = scores(case.row(t));
     let own = select(case, &s);
     match imposed {
         Some(d) => {
@@ -393,9 +435,9 @@ mod tests {
 
     #[test]
     fn signed_zeros_are_equal_in_the_order() {
-        assert_eq!(best(&[-0.0f32, 0.0], 0..2, 1), vec![0]);
-        assert_eq!(best(&[0.0f32, -0.0], 0..2, 1), vec![0]);
-        assert_eq!(best(&[1.0f32, f32::NAN, f32::INFINITY, f32::NAN], 0..4, 4), vec![1, 3, 2, 0]);
+        assert_eq!(ranked(&[-0.0f32, 0.0], 0..2, 1), vec![0]);
+        assert_eq!(ranked(&[0.0f32, -0.0], 0..2, 1), vec![0]);
+        assert_eq!(ranked(&[1.0f32, f32::NAN, f32::INFINITY, f32::NAN], 0..4, 4), vec![1, 3, 2, 0]);
     }
 
     #[test]
@@ -482,6 +524,37 @@ mod tests {
         assert_eq!(s(f32::INFINITY), 1.0);
         assert!(s(f32::NAN).is_nan());
         assert_eq!(s(-100.0).to_bits(), 0, "e^100 overflows: 1 / inf");
+        // Far past where exp saturates (a generator's searches over every
+        // f32 reach these): the same ends.
+        assert_eq!(s(f32::MAX), 1.0);
+        assert_eq!(s(-f32::MAX).to_bits(), 0);
+    }
+
+    #[test]
+    fn a_full_ranking_extends_the_choice() {
+        // Ties, near ties, NaN and a bias that reorders, at several shapes:
+        // the full ranking starts with what the choice ranks, and chooses
+        // the same experts.
+        let x = [0.0f32, 0.0, 1.0, -1.0, f32::NAN, 2.0, 0.5, 0.5, -100.0, 100.0, 0.25, 0.0];
+        let bias = [0.0f32, 0.125, 0.0, 1.0, 0.0, 0.0, -0.5, 0.0, 2.0, 0.0, 0.0, 0.0];
+        let s: Vec<f32> = scores(&x);
+        for (groups, l, k) in [(1, 1, 1), (1, 1, 12), (2, 1, 3), (3, 2, 5), (4, 2, 6), (6, 3, 2), (6, 6, 12)] {
+            let chosen = choose(&s, &bias, groups, l, k, Depth::Chosen);
+            let full = choose(&s, &bias, groups, l, k, Depth::Full);
+            assert_eq!(chosen.ids, full.ids, "{groups} {l} {k}");
+            assert_eq!(chosen.groups[..], full.groups[..l]);
+            assert_eq!(chosen.experts[..], full.experts[..k]);
+            assert_eq!((full.groups.len(), full.experts.len()), (groups, l * 12 / groups));
+            for (c, f) in chosen.members.iter().zip(&full.members) {
+                assert_eq!((c.len(), f.len()), (2, 12 / groups));
+                assert_eq!(c[..], f[..2]);
+            }
+            assert_eq!(bits(&chosen.group_scores), bits(&full.group_scores));
+            // What the oracle's forward chooses on the same row.
+            let mut c = case(12, groups, l, k, x.to_vec(), bias.to_vec());
+            c.gw = vec![1.0; k];
+            assert_eq!(forward::<Router>(&c, &RouterProfile::serial()).unwrap().ids, full.ids);
+        }
     }
 
     #[test]

@@ -53,6 +53,41 @@ pub struct SharedExpertDecisions {
     pub dz: Vec<Bf16Decision>,
 }
 
+/// Every intermediate value of a profile's f32 run, forward and backward,
+/// each T rows of the row-major values named below: what a generator aims
+/// its bf16 ties at and classifies cases by, from the oracle's own
+/// arithmetic. `*_pre` is the f32 value a bf16 rounding reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SharedExpertTrace {
+    /// T x F each: the gate and up pre-activations, sigmoid(g).
+    pub g: Vec<f32>,
+    pub u: Vec<f32>,
+    pub sig: Vec<f32>,
+    /// T x F: (g * sig) * u, and h = bf16 of it.
+    pub h_pre: Vec<f32>,
+    pub h: Vec<f32>,
+    /// T x H: h . w2 rows, and y.
+    pub y_pre: Vec<f32>,
+    pub y: Vec<f32>,
+    /// T x F: dy . w2 columns, and dh.
+    pub dh_pre: Vec<f32>,
+    pub dh: Vec<f32>,
+    /// T x 2F: [dgate, dup], gate block first, and dz.
+    pub dz_pre: Vec<f32>,
+    pub dz: Vec<f32>,
+    /// T x H: dX.
+    pub dx: Vec<f32>,
+}
+
+/// The trace of `profile`'s forward and backward on `case` (f32, no decision
+/// imposed): the very runs of [`forward_on`] and [`backward_on`], recorded.
+pub fn trace(case: &SharedExpertCase, profile: &SharedExpertProfile) -> Result<SharedExpertTrace, SharedExpertError> {
+    let mut tr = SharedExpertTrace::default();
+    forward_traced::<f32>(case, profile, None, Some(&mut tr))?;
+    backward_traced::<f32>(case, profile, None, Some(&mut tr))?;
+    Ok(tr)
+}
+
 /// Checks the case and the profile: everything below may index freely.
 pub fn validate(case: &SharedExpertCase, profile: &SharedExpertProfile) -> Result<(), SharedExpertError> {
     case.validate()?;
@@ -223,6 +258,16 @@ pub fn forward_on<N: Num>(
     profile: &SharedExpertProfile,
     imposed: Option<&SharedExpertDecisions>,
 ) -> Result<Run<SharedExpertForward<N>, SharedExpertDecisions>, SharedExpertError> {
+    forward_traced(case, profile, imposed, None)
+}
+
+/// [`forward_on`], recording its intermediates into `trace` when given.
+fn forward_traced<N: Num>(
+    case: &SharedExpertCase,
+    profile: &SharedExpertProfile,
+    imposed: Option<&SharedExpertDecisions>,
+    mut trace: Option<&mut SharedExpertTrace>,
+) -> Result<Run<SharedExpertForward<N>, SharedExpertDecisions>, SharedExpertError> {
     validate(case, profile)?;
     check_decisions(case, imposed, false)?;
     let mma = profile.mma_model().map_err(SharedExpertError::Profile)?;
@@ -239,9 +284,17 @@ pub fn forward_on<N: Num>(
         let mut h = Vec::with_capacity(f_n);
         for j in 0..f_n {
             let (g, u) = (&z[j], &z[f_n + j]);
-            let a = g.mul(&sigmoid(g)).mul(u);
+            let sig = sigmoid(g);
+            let a = g.mul(&sig).mul(u);
             let site = imposed.map(|d| &d.h[t * f_n + j]);
             let (v, d) = tally.intermediate(t, &a, site, || format!("h[{t}][{j}]"));
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.g.push(g.to_f32());
+                tr.u.push(u.to_f32());
+                tr.sig.push(sig.to_f32());
+                tr.h_pre.push(a.to_f32());
+                tr.h.push(v.to_f32());
+            }
             h.push(v);
             decisions.h.push(d);
         }
@@ -249,6 +302,10 @@ pub fn forward_on<N: Num>(
             let acc = dot(&profile.y, mma.as_ref(), &h, case.w2_row(i).iter().copied());
             let site = imposed.map(|d| &d.y[t * h_n + i]);
             let (v, d) = tally.output(t, &acc, site, || format!("y[{t}][{i}]"));
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.y_pre.push(acc.to_f32());
+                tr.y.push(v.to_f32());
+            }
             y.push(v);
             decisions.y.push(d);
         }
@@ -267,6 +324,16 @@ pub fn backward_on<N: Num>(
     case: &SharedExpertCase,
     profile: &SharedExpertProfile,
     imposed: Option<&SharedExpertDecisions>,
+) -> Result<Run<SharedExpertBackward<N>, SharedExpertDecisions>, SharedExpertError> {
+    backward_traced(case, profile, imposed, None)
+}
+
+/// [`backward_on`], recording its intermediates into `trace` when given.
+fn backward_traced<N: Num>(
+    case: &SharedExpertCase,
+    profile: &SharedExpertProfile,
+    imposed: Option<&SharedExpertDecisions>,
+    mut trace: Option<&mut SharedExpertTrace>,
 ) -> Result<Run<SharedExpertBackward<N>, SharedExpertDecisions>, SharedExpertError> {
     validate(case, profile)?;
     check_decisions(case, imposed, true)?;
@@ -291,6 +358,10 @@ pub fn backward_on<N: Num>(
             let site = imposed.map(|d| &d.dh[t * f_n + j]);
             let (dh, d) = tally.intermediate(t, &acc, site, || format!("dh[{t}][{j}]"));
             decisions.dh.push(d);
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.dh_pre.push(acc.to_f32());
+                tr.dh.push(dh.to_f32());
+            }
 
             let (g, u) = (&z[j], &z[f_n + j]);
             let sig = sigmoid(g);
@@ -306,12 +377,20 @@ pub fn backward_on<N: Num>(
         for (acc, r) in dz_gate.into_iter().chain(dz_up) {
             let site = imposed.map(|d| &d.dz[t * 2 * f_n + r]);
             let (v, d) = tally.intermediate(t, &acc, site, || format!("dz[{t}][{r}]"));
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.dz_pre.push(acc.to_f32());
+                tr.dz.push(v.to_f32());
+            }
             dz.push(v);
             decisions.dz.push(d);
         }
         for i in 0..h_n {
             // Column i of w1 (2F x H, row-major): one chain over all 2F rows.
-            dx.push(dot(&profile.dx, mma.as_ref(), &dz, (0..2 * f_n).map(|r| case.w1[r * h_n + i])));
+            let d = dot(&profile.dx, mma.as_ref(), &dz, (0..2 * f_n).map(|r| case.w1[r * h_n + i]));
+            if let Some(tr) = trace.as_deref_mut() {
+                tr.dx.push(d.to_f32());
+            }
+            dx.push(d);
         }
     }
     let near_ties = tally.near_ties();
@@ -349,6 +428,22 @@ mod tests {
         // 0x8000) = -0.73046875. y = bf16(h * 1) and bf16(h * 0.5), exact.
         let f = forward::<SharedExpert>(&tiny(), &SharedExpertProfile::serial()).unwrap();
         assert_eq!(f.y, vec![-0.730_468_75, -0.730_468_75 / 2.0]);
+    }
+
+    #[test]
+    fn the_trace_is_the_runs() {
+        // tiny(): g = 1, u = -1; h and y as in tiny_forward_by_hand; dh =
+        // bf16(1 * 1 + 1 * 0.5) = 1.5; dX by the backward itself.
+        let (c, p) = (tiny(), SharedExpertProfile::serial());
+        let tr = trace(&c, &p).unwrap();
+        assert_eq!((tr.g.clone(), tr.u.clone(), tr.h.clone()), (vec![1.0], vec![-1.0], vec![-0.730_468_75]));
+        assert_eq!(tr.h_pre, vec![-f32::from_bits(0x3f3b_26a8)]);
+        assert_eq!((tr.y_pre.len(), tr.dh_pre.clone(), tr.dz_pre.len()), (2, vec![1.5], 2));
+        assert_eq!(tr.y, forward::<SharedExpert>(&c, &p).unwrap().y);
+        assert_eq!(tr.dx, backward::<SharedExpert>(&c, &p).unwrap().dx);
+        let mut bad = c.clone();
+        bad.w2.pop();
+        assert!(trace(&bad, &p).is_err());
     }
 
     #[test]
