@@ -4,8 +4,8 @@
 //! terminal raw, allocates past its bound, or hangs the run.
 //!
 //! They run against this build's binary, or the one `BITPARITY_TEST_BIN`
-//! names: `BITPARITY_TEST_BIN=/path/to/old/bitparity cargo test --test
-//! hostile` shows them fail on a binary without the defences.
+//! names: `BITPARITY_TEST_BIN=/path/to/old/bitparity cargo test --test it
+//! hostile::` shows them fail on a binary without the defences.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

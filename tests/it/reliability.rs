@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 /// The binary under test: this build's, or the one `BITPARITY_TEST_BIN`
 /// names (an older build, to watch these tests fail on the code before the
-/// fixes: `BITPARITY_TEST_BIN=/path/to/old/bitparity cargo test --test
-/// reliability`).
+/// fixes: `BITPARITY_TEST_BIN=/path/to/old/bitparity cargo test --test it
+/// reliability::`).
 fn bin() -> String {
     std::env::var("BITPARITY_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_bitparity").to_string())
 }
