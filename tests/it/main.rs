@@ -7,6 +7,8 @@
 //! One module's tests: `cargo test --test it hostile::` (or
 //! `cargo nextest run -E 'binary(it) & test(/^hostile::/)'`).
 
+mod common;
+
 mod any_order;
 mod cli;
 mod corpus;
