@@ -4,7 +4,8 @@
 //! the MPFR oracle is the exact result (with Ziv's rounding check) on the
 //! profile's decisions, which is what every accuracy judgement costs.
 //!
-//! `cargo bench --bench oracles` (one core: criterion runs one bench at a time).
+//! `cargo bench --bench oracles --features bench` (one core: criterion runs one
+//! bench at a time).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use oracles::case::seqwise_loss::{Objective, SeqwiseCase};

@@ -23,7 +23,7 @@ pub const MAX_ENTRY_BYTES: u64 = 16 << 20;
 /// The most elements one buffer or intermediate of an entry's case may span
 /// ([`oracles::op::Op::footprint`]): 16 MiB of f32 per buffer, so that
 /// judging any accepted entry stays within 256 MB (docs/security.md, the
-/// measurements in tests/hostile.rs) whatever its layout declares.
+/// measurements in tests/it/hostile.rs) whatever its layout declares.
 pub const MAX_ENTRY_FOOTPRINT: usize = 1 << 22;
 
 /// The most work ([`oracles::op::Op::work`], multiply-adds of the forward)

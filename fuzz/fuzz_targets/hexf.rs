@@ -1,5 +1,5 @@
 //! The hexf target: `bitparity::fuzzing::files::hexf` says what it checks
-//! (the seed corpus also replays in `cargo test`, tests/fuzz_seeds.rs).
+//! (the seed corpus also replays in `cargo test`, tests/it/fuzz_seeds.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

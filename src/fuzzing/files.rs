@@ -1,6 +1,6 @@
 //! The file-input fuzz targets' checks (`fuzz/fuzz_targets/{corpus_entry,hexf}.rs`
 //! are one call each into this module), kept in the library so that the
-//! seed corpora replay in `cargo test` (`tests/fuzz_seeds.rs`) without
+//! seed corpora replay in `cargo test` (`tests/it/fuzz_seeds.rs`) without
 //! libFuzzer, and the long runs (`scripts/fuzz-ci`) check the same thing.
 
 use crate::corpus::{self, decode_case, RawEntry};

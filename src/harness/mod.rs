@@ -8,7 +8,7 @@
 //! and `Op` in `oracles/`; its generator, kernel model, planted bugs, wire
 //! encoding, CUDA launches and `Harness` here) and one line in each
 //! registry-like list, [`OPS`] among them: docs/layout.md#adding-an-op lists
-//! every file in order, and `tests/op_files.rs` fails where another file of
+//! every file in order, and `tests/it/op_files.rs` fails where another file of
 //! `src/` names an op.
 
 pub mod moe_combine;

@@ -20,7 +20,7 @@
 //! - [`Strided`]: a T x E matrix read from its real storage (offset, row
 //!   stride), the gaps poisoned.
 //!
-//! `tests/model_independence.rs` reads these files and fails if any names an
+//! `tests/it/model_independence.rs` reads these files and fails if any names an
 //! `oracles` item outside its explicit allow-list.
 
 pub mod moe_combine;

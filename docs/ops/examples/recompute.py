@@ -9,7 +9,7 @@ value with what the pages state.
 This is a second, independent implementation of the `serial` and
 `warp32-chunk64` / `warp32` profiles: it shares no code with the Rust
 oracles (oracles/src/profile_oracle/), only the written rules. The Rust test
-oracles/tests/docs_ops.rs checks the same blocks against the profile oracle,
+oracles/tests/it/docs_ops.rs checks the same blocks against the profile oracle,
 so a page, this script and the oracle agree bit for bit or something fails.
 
 How it computes, and why that is exact:

@@ -5,7 +5,7 @@ result of two f32 operands rounded to f32 is the correctly rounded f32 result:
 53 >= 2 * 24 + 2 bits, so the double rounding is innocuous). It reads the
 scores from their strided storage, as a kernel does. It claims the `serial`
 profile: bitparity's conformance property holds it to the profile oracle's
-bits (tests/exec.rs).
+bits (tests/it/exec.rs).
 
     bitparity check --op seqwise_loss --subject "exec:python3 python/providers/tests/pure_seqwise_loss.py"
 """
@@ -23,7 +23,7 @@ NAN = float("nan")
 EPS = _F.unpack(_F.pack(1e-12))[0]
 EPS2 = _F.unpack(_F.pack(1e-20))[0]
 
-# Test switches (tests/exec.rs): `--bug ignore-offset` reads the rows as if
+# Test switches (tests/it/exec.rs): `--bug ignore-offset` reads the rows as if
 # the storage began at offset 0 (a planted bug the offset-stride and
 # conformance properties must catch through the protocol);
 # `--unavailable-odd` declares every case with an odd T unavailable.

@@ -3,7 +3,7 @@ that escape a process group: a grandchild in a session of its own
 (setsid), and a daemon (double fork, its parent gone). They sleep, with the
 provider's arguments as their command line (a test gives a token to find
 them by). bitparity must leave none running when it ends, however it ends
-(tests/hostile.rs). With the argument `hang` it never answers a request."""
+(tests/it/hostile.rs). With the argument `hang` it never answers a request."""
 import os
 import sys
 import time

@@ -1,6 +1,6 @@
 """A seqwise_loss provider that answers every valid case `unavailable` (it
 computes nothing) while `serve` still refuses the invalid ones: a run of it
-judged nothing it computes, and must not pass (exit 3, tests/hostile.rs)."""
+judged nothing it computes, and must not pass (exit 3, tests/it/hostile.rs)."""
 import _path  # noqa: F401
 import bitparity
 

@@ -11,7 +11,7 @@ from bitparity import _ops
 
 OP = sys.argv[1] if len(sys.argv) > 1 else "seqwise_loss"
 # `--no-validate`: every decodable case reaches the functions, which refuse
-# nothing: the validation property must then fail (tests/exec.rs).
+# nothing: the validation property must then fail (tests/it/exec.rs).
 VALIDATE = "--no-validate" not in sys.argv
 
 

@@ -23,8 +23,7 @@ use oracles::padding::PaddingRule;
 use oracles::profile::moe_combine::{MoeCombineProfile, TermOrder};
 use oracles::profile_oracle::moe_combine::backward_on;
 
-mod common;
-use common::Rng;
+use crate::common::Rng;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()

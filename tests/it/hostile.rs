@@ -4,118 +4,17 @@
 //! terminal raw, allocates past its bound, or hangs the run.
 //!
 //! They run against this build's binary, or the one `BITPARITY_TEST_BIN`
-//! names: `BITPARITY_TEST_BIN=/path/to/old/bitparity cargo test --test
-//! hostile` shows them fail on a binary without the defences.
+//! names: `BITPARITY_TEST_BIN=/path/to/old/bitparity cargo test --test it
+//! hostile::` shows them fail on a binary without the defences.
 
+use crate::common::{alive_with, bin, bitparity, real_entry, repo, run, tmp, write_json};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> String {
-    std::env::var("BITPARITY_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_bitparity").to_string())
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The binary with no knob inherited and small generated cases.
-fn bitparity() -> Command {
-    let mut c = Command::new(bin());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("BITPARITY_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("BITPARITY_MAX_TE", "64");
-    c.stdin(Stdio::null());
-    c
-}
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    seconds: f64,
-    raw: Vec<u8>,
-}
-
-impl Run {
-    fn all(&self) -> String {
-        format!(
-            "exit {:?} after {:.1} s\n--- stdout\n{}\n--- stderr\n{}",
-            self.code, self.seconds, self.stdout, self.stderr
-        )
-    }
-}
-
-/// The most a probed run may take: an old binary that hangs on a probe
-/// fails it instead of stalling the suite.
-const LIMIT: Duration = Duration::from_secs(150);
-
-fn run(c: &mut Command) -> Run {
-    let start = Instant::now();
-    c.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let mut child = c.spawn().expect("the binary runs");
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut out, &mut b);
-        b
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut err, &mut b);
-        b
-    });
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if start.elapsed() > LIMIT {
-            // SAFETY: a signal to the process group of the child spawned above.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (stdout, stderr) = (reader.join().unwrap_or_default(), err_reader.join().unwrap_or_default());
-    let out =
-        Output { status: status.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(9)), stdout, stderr };
-    let mut raw = out.stdout.clone();
-    raw.extend(&out.stderr);
-    Run {
-        code: status.and_then(|s| s.code()),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned()
-            + if status.is_none() { "\n(killed: still running after the test's limit)" } else { "" },
-        seconds: start.elapsed().as_secs_f64(),
-        raw,
-    }
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bitparity-hostile-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A real entry of the repository's corpus (a planted bug's), as JSON.
-fn real_entry() -> serde_json::Value {
-    let dir = repo().join("regressions/seqwise_loss");
-    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    names.sort();
-    let p = names.iter().find(|p| p.to_string_lossy().contains("offset-stride-bug")).unwrap_or(&names[0]);
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn write_json(p: &Path, v: &serde_json::Value) {
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
-}
+/// A real entry of the repository's corpus (a planted bug's).
+const ENTRY: &str = "offset-stride-bug-offset-ignored-d9d7e7ee.json";
 
 fn python() -> bool {
     Command::new("python3").arg("-c").arg("pass").status().is_ok_and(|s| s.success())
@@ -140,7 +39,7 @@ fn an_entry_naming_a_program_starts_nothing() {
     let touch = format!("exec:touch {}", marker.display());
     let labels = [touch.clone(), format!("anyorder:{touch}"), "mine".into(), "exec:sleep 100".into()];
     for (i, label) in labels.iter().enumerate() {
-        let mut e = real_entry();
+        let mut e = real_entry(ENTRY);
         e["subject"] = serde_json::json!(label);
         write_json(&dir.join(format!("corpus/seqwise_loss/e{i}.json")), &e);
     }
@@ -151,7 +50,7 @@ fn an_entry_naming_a_program_starts_nothing() {
     assert_eq!(r.stdout.matches("runs only when named").count(), 4, "{}", r.all());
     // The library face `cargo test` uses.
     for label in &labels {
-        let mut e = real_entry();
+        let mut e = real_entry(ENTRY);
         e["subject"] = serde_json::json!(label);
         let entry = bitparity::corpus::parse(serde_json::to_string(&e).unwrap().as_bytes()).unwrap();
         let replay = bitparity::runner::replay::ReplayEntry { entry: &entry, names: &[] };
@@ -286,21 +185,6 @@ fn merge_refuses_forged_summaries_quickly() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// The processes alive whose command line holds `token`.
-fn alive_with(token: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let state = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = state.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
-        if cmd.contains(token) && !zombie {
-            out.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
-        }
-    }
-    out
-}
-
 fn gone_within(token: &str, limit: Duration) -> Vec<String> {
     let start = Instant::now();
     loop {
@@ -408,7 +292,7 @@ fn an_unresponsive_subject_costs_bounded_time() {
 #[test]
 fn untrusted_text_is_escaped() {
     let dir = tmp("escape");
-    let mut e = real_entry();
+    let mut e = real_entry(ENTRY);
     e["date"] = serde_json::json!("2026-12-07\u{1b}[2K\r\u{1b}[32mok");
     e["subject"] = serde_json::json!("bug:fma-quotient\u{1b}[1A");
     write_json(&dir.join("seqwise_loss/e.json"), &e);
@@ -460,7 +344,7 @@ fn peak_rss_kib(args: &[&str]) -> Option<(i32, i64)> {
 #[test]
 fn entries_are_bounded_in_memory() {
     let dir = tmp("memory");
-    let base = real_entry();
+    let base = real_entry(ENTRY);
     let mk = |name: &str, t: usize, e: usize, stride: usize| {
         let mut v = base.clone();
         v["property"] = serde_json::json!("conformance");
@@ -591,7 +475,7 @@ fn a_named_subject_judges_entries_of_any_label() {
         return;
     }
     let dir = tmp("label");
-    let mut e = real_entry();
+    let mut e = real_entry(ENTRY);
     e["subject"] = serde_json::json!("exec:python3 ./python/providers/tests/pure_seqwise_loss.py");
     write_json(&dir.join("seqwise_loss/e.json"), &e);
     let subject = "exec:python3 python/providers/tests/pure_seqwise_loss.py";

@@ -14,37 +14,14 @@
 //! Every case is kept small (`BITPARITY_MAX_TE`, one property, few cases) so
 //! that the file runs in well under a minute.
 
+use crate::common::{bin, bitparity, real_entry, repo, run, tmp, write_json, Run, MAX_TE};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The binary under test: this build's, or the one `BITPARITY_TEST_BIN`
-/// names (an older build, to watch these tests fail on the code before the
-/// fixes: `BITPARITY_TEST_BIN=/path/to/old/bitparity cargo test --test
-/// reliability`).
-fn bin() -> String {
-    std::env::var("BITPARITY_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_bitparity").to_string())
-}
-
-/// The generator's size limit for these tests: small, fast cases.
-const MAX_TE: &str = "64";
-
-/// The binary with a clean environment of knobs (none inherited from the
-/// caller) and small generated cases.
-fn bitparity() -> Command {
-    let mut c = Command::new(bin());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("BITPARITY_") {
-            c.env_remove(k);
-        }
-    }
-    c.env("BITPARITY_MAX_TE", MAX_TE);
-    c.stdin(Stdio::null());
-    c
-}
-
-/// The binary under an address-space limit (`ulimit -v`, KiB): an attempt
-/// to allocate past it fails the run instead of slowing the machine down.
+/// [`bitparity`] under an address-space limit (`ulimit -v`, KiB): an
+/// attempt to allocate past it fails the run instead of slowing the machine
+/// down.
 fn bitparity_limited(kib: u64) -> Command {
     let mut c = bitparity();
     let mut sh = Command::new("sh");
@@ -60,54 +37,8 @@ fn bitparity_limited(kib: u64) -> Command {
     c
 }
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    seconds: f64,
-}
-
-impl Run {
-    fn all(&self) -> String {
-        format!("exit {:?}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
-    }
-}
-
-fn run(c: &mut Command) -> Run {
-    let start = Instant::now();
-    let out: Output = c.output().expect("the binary runs");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        seconds: start.elapsed().as_secs_f64(),
-    }
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bitparity-reliability-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A real corpus entry of the repository (a planted bug's shrunk failure).
-fn real_entry(name: &str) -> serde_json::Value {
-    let p = repo().join("regressions/seqwise_loss").join(name);
-    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
-}
-
 const OFFSET_ENTRY: &str = "conformance-bug-offset-ignored-beedea09.json";
 const FMA_ENTRY: &str = "conformance-bug-fma-quotient-2daa2736.json";
-
-fn write_json(p: &Path, v: &serde_json::Value) {
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, serde_json::to_string_pretty(v).unwrap() + "\n").unwrap();
-}
 
 /// Every `*.json` under `dir`, recursively.
 fn json_files(dir: &Path) -> Vec<PathBuf> {
@@ -131,13 +62,7 @@ fn signal(child: &Child, sig: &str) {
 }
 
 fn finish(child: Child, start: Instant) -> Run {
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        seconds: start.elapsed().as_secs_f64(),
-    }
+    Run::of(child.wait_with_output().unwrap(), start)
 }
 
 fn no_panic(r: &Run) {

@@ -1,6 +1,5 @@
-//! What the oracles' test files share: a fixed, dependency-free source of
+//! What the oracles' test modules share: a fixed, dependency-free source of
 //! varied inputs.
-#![allow(dead_code)] // each test file uses a part
 
 /// xorshift64*.
 pub struct Rng(pub u64);

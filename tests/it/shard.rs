@@ -2,24 +2,14 @@
 //! exactly its cases, and their merged summary is the unsharded run's, byte
 //! for byte but for the times, whatever the threads of each process.
 
-use std::path::{Path, PathBuf};
+use crate::common::{text, tmp};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn bitparity(threads: usize) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_bitparity"));
     c.env("RAYON_NUM_THREADS", threads.to_string());
     c
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bitparity-shard-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 /// `check` with `args`, writing its summary to `json`; the process's output.

@@ -775,7 +775,7 @@ mod moe_combine {
     /// The worked example of docs/ops/moe_combine.md (T = 4, H = 2, E = 4,
     /// k = 3, C = 2, token 1 padding), read from its page.
     fn worked() -> (MoeCombineCase, serde_json::Value) {
-        let page = include_str!("../docs/ops/moe_combine.md");
+        let page = include_str!("../../docs/ops/moe_combine.md");
         let start = page.find("```json example").expect("the worked example") + "```json example".len();
         let end = start + page[start..].find("```").expect("its end");
         let v: serde_json::Value = serde_json::from_str(&page[start..end]).expect("the example parses");

@@ -3,26 +3,18 @@
 //! refuses bad arguments, and its CPU side passes on a range that holds
 //! inputs of the hard-case table (the GPU side runs only on a GPU host).
 
-use std::path::PathBuf;
+use crate::common::{read_json, tmp_json};
 use std::process::Command;
 
 fn expf_check() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bitparity-expf-check"))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("bitparity-expf-check-{}-{name}.json", std::process::id()))
-}
-
-fn json(path: &PathBuf) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("the JSON summary")).expect("valid JSON")
-}
-
 /// Device ordinal 4096 exists nowhere: with or without a driver, the check
 /// cannot run, and says why.
 #[test]
 fn without_a_gpu_it_fails_closed_with_the_reason() {
-    let path = tmp("unavailable");
+    let path = tmp_json("unavailable");
     let out = expf_check()
         .env("BITPARITY_CUDA_DEVICE", "4096")
         .args(["--count", "1024", "--json"])
@@ -32,7 +24,7 @@ fn without_a_gpu_it_fails_closed_with_the_reason() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("unavailable: "), "{stdout}");
-    let v = json(&path);
+    let v = read_json(&path);
     assert_eq!(v["status"], "unavailable");
     assert!(v["reason"].as_str().is_some_and(|r| !r.is_empty()));
     assert!(v["gpu"].is_null());
@@ -56,7 +48,7 @@ fn bad_arguments_are_refused() {
 #[test]
 fn the_cpu_side_passes_against_mpfr() {
     for start in ["0x377ef000", "0x39c6b000"] {
-        let path = tmp(&format!("cpu-{start}"));
+        let path = tmp_json(&format!("cpu-{start}"));
         let out = expf_check()
             .args(["--cpu-only", "--verify-cpu", "--start", start, "--count", "8192", "--chunk", "3000", "--json"])
             .arg(&path)
@@ -64,7 +56,7 @@ fn the_cpu_side_passes_against_mpfr() {
             .expect("runs");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        let v = json(&path);
+        let v = read_json(&path);
         assert_eq!(v["status"], "passed");
         assert_eq!(v["mode"], "cpu-vs-mpfr");
         assert_eq!(v["cpu_vs_mpfr"]["checked"], 8192);

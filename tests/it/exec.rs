@@ -5,9 +5,10 @@
 //! providers are each a failure, shrunk and saved, within a bounded time,
 //! with no child left behind; `bitparity.toml` is strict.
 
+use crate::common::{alive_with, text, tmp};
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn bitparity() -> Command {
@@ -18,33 +19,8 @@ fn bitparity() -> Command {
     c
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bitparity-exec-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn provider(file: &str) -> String {
     format!("python3 python/providers/tests/{file}")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Processes whose command line holds `marker` (each test passes a marker
-/// of its own as an extra argument, which the providers ignore).
-fn alive_with(marker: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(marker) {
-            out.push(format!("{}: {cmd}", e.path().display()));
-        }
-    }
-    out
 }
 
 fn entries(dir: &Path) -> Vec<serde_json::Value> {

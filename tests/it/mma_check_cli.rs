@@ -4,26 +4,18 @@
 //! tell every neighbour from the model, without claiming a confirmation (the
 //! GPU side runs only on a GPU host).
 
-use std::path::PathBuf;
+use crate::common::{read_json, tmp_json};
 use std::process::Command;
 
 fn mma_check() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bitparity-mma-check"))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("bitparity-mma-check-{}-{name}.json", std::process::id()))
-}
-
-fn json(path: &PathBuf) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).expect("the JSON summary")).expect("valid JSON")
-}
-
 /// Device ordinal 4096 exists nowhere: with or without a driver, the check
 /// cannot run, and says why.
 #[test]
 fn without_a_gpu_it_fails_closed_with_the_reason() {
-    let path = tmp("unavailable");
+    let path = tmp_json("unavailable");
     let out = mma_check()
         .env("BITPARITY_CUDA_DEVICE", "4096")
         .args(["--cases", "3", "--json"])
@@ -33,7 +25,7 @@ fn without_a_gpu_it_fails_closed_with_the_reason() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("unavailable: "), "{stderr}");
-    let v = json(&path);
+    let v = read_json(&path);
     assert_eq!(v["status"], "unavailable");
     assert!(v["reason"].as_str().is_some_and(|r| !r.is_empty()));
     assert!(v["device"].is_null());
@@ -60,12 +52,12 @@ fn bad_arguments_are_refused() {
 
 #[test]
 fn the_cpu_side_tells_every_neighbour_apart_and_confirms_nothing() {
-    let path = tmp("cpu");
+    let path = tmp_json("cpu");
     let out =
         mma_check().args(["--cpu-only", "--cases", "20", "--seed", "7", "--json"]).arg(&path).output().expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let v = json(&path);
+    let v = read_json(&path);
     assert_eq!(v["status"], "cpu-only");
     assert!(v["reason"].as_str().is_some_and(|r| r.contains("nothing is confirmed")));
     assert!(v["device"].is_null());

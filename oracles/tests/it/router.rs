@@ -19,8 +19,7 @@ use oracles::profile_oracle::router::{backward_on, forward_on};
 use oracles::vocab::{ClampTie, EPS};
 use std::time::Instant;
 
-mod common;
-use common::Rng;
+use crate::common::Rng;
 
 /// The shapes of docs/ops/router.md#shapes-in-practice (on a few tokens) and
 /// small edge shapes: (T, E, G, L, k).
@@ -479,7 +478,7 @@ fn invalid_input_is_an_error_everywhere() {
 /// The exact forward and backward (Ziv's loop, fused loss) and the
 /// gradient check at DeepSeek-V3's width (E = 256, 8 groups, top-4 groups,
 /// k = 8): T = 8 in CI; `ROUTER_EXACT_T=64 cargo test --release -p oracles
-/// --test router exact_oracle_at_real_width -- --nocapture` prints the time
+/// --test it router::exact_oracle_at_real_width -- --nocapture` prints the time
 /// at T = 64 (minutes in a debug build).
 #[test]
 fn exact_oracle_at_real_width() {

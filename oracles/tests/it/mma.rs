@@ -10,8 +10,7 @@
 use oracles::mma::{H100_BF16, K};
 use rug::Rational;
 
-mod common;
-use common::Rng;
+use crate::common::Rng;
 
 /// A bf16 of random sign and fraction, exponent in -e..=e around `base`.
 fn bf16(rng: &mut Rng, base: i32, e: i32) -> f32 {

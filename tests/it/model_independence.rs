@@ -13,11 +13,11 @@ use std::collections::BTreeSet;
 
 /// Every file of `src/model/`, as the compiler sees it.
 const FILES: [(&str, &str); 5] = [
-    ("mod.rs", include_str!("../src/model/mod.rs")),
-    ("seqwise_loss.rs", include_str!("../src/model/seqwise_loss.rs")),
-    ("router.rs", include_str!("../src/model/router.rs")),
-    ("shared_expert.rs", include_str!("../src/model/shared_expert.rs")),
-    ("moe_combine.rs", include_str!("../src/model/moe_combine.rs")),
+    ("mod.rs", include_str!("../../src/model/mod.rs")),
+    ("seqwise_loss.rs", include_str!("../../src/model/seqwise_loss.rs")),
+    ("router.rs", include_str!("../../src/model/router.rs")),
+    ("shared_expert.rs", include_str!("../../src/model/shared_expert.rs")),
+    ("moe_combine.rs", include_str!("../../src/model/moe_combine.rs")),
 ];
 
 /// The only `oracles` items a model may name (an item's own paths below it,

@@ -18,8 +18,7 @@ use oracles::profile::shared_expert::SharedExpertProfile;
 use oracles::profile_oracle::shared_expert::{backward_on, forward_on};
 use std::time::Instant;
 
-mod common;
-use common::Rng;
+use crate::common::Rng;
 
 /// x truncated to bf16 (a bf16 value near x).
 fn bf16_trunc(x: f32) -> f32 {

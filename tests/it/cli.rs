@@ -1,18 +1,11 @@
 //! The command line as a user meets it: exit codes, JSON, the corpus round
 //! trip of a planted failure, clear errors on bad input.
 
-use std::path::PathBuf;
+use crate::common::tmp;
 use std::process::Command;
 
 fn bitparity() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bitparity"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bitparity-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]
