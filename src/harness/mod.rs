@@ -138,7 +138,7 @@ pub trait KernelModel<O: Op>: Subject<O> + 'static {
 /// fields (`profile`, `bug`) and inherent items (`new`, `planted`,
 /// `forward`, `backward`; the bug's `ALL`, `name`, `describe`), but cannot
 /// implement this layer's traits itself: `src/model/` names nothing outside
-/// the models (tests/model_independence.rs).
+/// the models (tests/it/model_independence.rs).
 macro_rules! kernel_model {
     ($op:ty, $model:ident, $bug:ident) => {
         impl $crate::subject::Subject<$op> for $model {
